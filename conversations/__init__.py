@@ -1,0 +1,1 @@
+"""Tool-calling LLM conversations as a typed, persisted, inspectable record."""

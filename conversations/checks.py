@@ -1,0 +1,75 @@
+"""System checks with stable ids (``conversations.E0xx`` / ``W0xx``) and hints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.checks import CheckMessage, Error, Warning, register
+
+from .conf import app_settings, unknown_keys
+
+
+@register()
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Report unusable values in the ``CONVERSATIONS`` setting."""
+    messages: list[CheckMessage] = []
+    for key in unknown_keys():
+        messages.append(
+            Warning(
+                f"CONVERSATIONS[{key!r}] is not a known setting and is ignored.",
+                hint="See docs/configuration in the README for the list of settings.",
+                id="conversations.W001",
+            )
+        )
+    conf = app_settings()
+    positive_ints = (
+        "MAX_ITERATIONS",
+        "TOOL_RESULT_MAX_BYTES",
+        "RUN_LEASE_SECONDS",
+        "MAX_CONTENT_BYTES",
+    )
+    for name in positive_ints:
+        value = getattr(conf, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            messages.append(
+                Error(
+                    f"CONVERSATIONS[{name!r}] must be a positive integer, got {value!r}.",
+                    id="conversations.E001",
+                )
+            )
+    if conf.EXECUTOR not in {"inline", "celery"}:
+        messages.append(
+            Error(
+                f"CONVERSATIONS['EXECUTOR'] must be 'inline' or 'celery', got {conf.EXECUTOR!r}.",
+                hint="Use 'inline' unless Celery workers are running.",
+                id="conversations.E002",
+            )
+        )
+    if not isinstance(conf.HTTP_MAX_RETRIES, int) or conf.HTTP_MAX_RETRIES < 0:
+        messages.append(
+            Error(
+                "CONVERSATIONS['HTTP_MAX_RETRIES'] must be an integer >= 0.",
+                id="conversations.E003",
+            )
+        )
+    if not isinstance(conf.HTTP_TIMEOUT, int | float) or conf.HTTP_TIMEOUT <= 0:
+        messages.append(
+            Error(
+                "CONVERSATIONS['HTTP_TIMEOUT'] must be a positive number.", id="conversations.E004"
+            )
+        )
+    try:
+        from django.utils.module_loading import import_string
+
+        resolver = import_string(conf.SECRET_RESOLVER)
+        if not callable(resolver):
+            raise ImportError(conf.SECRET_RESOLVER)
+    except ImportError:
+        messages.append(
+            Error(
+                f"CONVERSATIONS['SECRET_RESOLVER'] {conf.SECRET_RESOLVER!r} cannot be imported.",
+                hint="Give the dotted path of a callable(reference) -> str | None.",
+                id="conversations.E005",
+            )
+        )
+    return messages

@@ -1,0 +1,72 @@
+"""The ``CONVERSATIONS`` settings namespace, read into a typed, cached object.
+
+Host projects set only what they change::
+
+    CONVERSATIONS = {"MAX_ITERATIONS": 6, "EXECUTOR": "celery"}
+
+``app_settings()`` returns a frozen :class:`ConversationsSettings`; it is cached
+and reset on Django's ``setting_changed`` signal, so ``override_settings`` works
+in tests. Values are not validated here: the system checks in ``checks.py``
+report misconfiguration at startup with stable ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+__all__ = ["DEFAULTS", "ConversationsSettings", "app_settings"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConversationsSettings:
+    """Every setting of the app, with its default."""
+
+    DEFAULT_PROFILE: str | None = None
+    """Slug of the profile used when a conversation names none (else the profile marked default)."""
+    MAX_ITERATIONS: int = 10
+    """Tool-loop rounds when neither the call nor the profile says otherwise."""
+    TOOL_RESULT_MAX_BYTES: int = 50_000
+    """Tool results are cut (on a UTF-8 boundary, marker included) to this many bytes."""
+    RUN_LEASE_SECONDS: int = 300
+    """A running run whose heartbeat is older than this is taken for dead by recovery."""
+    SECRET_RESOLVER: str = "conversations.secrets.resolve_secret"  # noqa: S105
+    """Dotted path of ``callable(reference: str) -> str | None`` resolving key references."""
+    MAX_CONTENT_BYTES: int = 32_768
+    """Largest user message the API accepts (UTF-8 bytes)."""
+    MESSAGE_THROTTLE_RATE: str | None = "30/min"
+    """DRF rate for posting messages, per user; ``None`` disables throttling."""
+    EXECUTOR: str = "inline"
+    """``inline`` (the request runs the loop) or ``celery`` (a worker runs it)."""
+    HTTP_TIMEOUT: float = 60.0
+    """Default provider timeout in seconds (a provider record may override it)."""
+    HTTP_MAX_RETRIES: int = 2
+    """Default retries on 429/5xx/connection errors (a provider record may override it)."""
+
+
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}
+
+
+@functools.cache
+def app_settings() -> ConversationsSettings:
+    """The current settings (cached until a ``CONVERSATIONS`` change)."""
+    user: Any = getattr(settings, "CONVERSATIONS", None) or {}
+    known = {key: value for key, value in user.items() if key in DEFAULTS}
+    return ConversationsSettings(**known)
+
+
+def unknown_keys() -> list[str]:
+    """Keys in ``CONVERSATIONS`` that this app does not know (reported by a check)."""
+    user: Any = getattr(settings, "CONVERSATIONS", None) or {}
+    return sorted(key for key in user if key not in DEFAULTS)
+
+
+@receiver(setting_changed)
+def _reset_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "CONVERSATIONS":
+        app_settings.cache_clear()

@@ -1,0 +1,24 @@
+"""The value objects every layer speaks: pure Python, no Django.
+
+The OpenAI wire shape (arguments as a compact JSON string, ``"{}"`` when
+empty) is produced here and nowhere else: :meth:`ToolCall.to_wire` and
+:meth:`ChatMessage.to_dict`.
+"""
+
+from conversations.exceptions import InvalidArgumentError
+
+from .messages import ChatMessage, Role, ToolCall, normalise_messages
+from .responses import CompletionResponse, Usage
+from .tools import TOOL_NAME_PATTERN, ToolSpec
+
+__all__ = [
+    "TOOL_NAME_PATTERN",
+    "ChatMessage",
+    "CompletionResponse",
+    "InvalidArgumentError",
+    "Role",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+    "normalise_messages",
+]

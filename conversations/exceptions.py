@@ -1,0 +1,147 @@
+"""The errors this app raises, one tree, each with a stable ``code``.
+
+Every error carries a short machine-readable ``code`` that the REST API returns
+to clients unchanged, so codes are part of the public contract.
+
+    ConversationsError
+    ├── InvalidArgumentError (ValueError)   a value object or request is malformed
+    ├── ConfigurationError                  a provider/profile/tool is misconfigured
+    ├── ConversationBusy                    another run is already running
+    ├── RunCancelled                        the run was cancelled at a step boundary
+    └── ProviderError                       talking to a model provider failed
+        ├── ProviderConnectionError         no answer (DNS, refused, reset)
+        │   └── ProviderTimeout             the answer took too long
+        ├── ProviderAuthenticationError     401 / 403
+        ├── ProviderRateLimited             429 (``retry_after`` in seconds, if sent)
+        ├── ProviderHTTPError               any other non-2xx (``status_code``, short body)
+        └── ProviderResponseError           a 2xx body we cannot understand
+
+This module imports nothing from Django so that the pure domain layer can use it.
+Messages never contain secrets: provider errors carry a redacted, truncated body.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "ConversationBusy",
+    "ConversationsError",
+    "InvalidArgumentError",
+    "ProviderAuthenticationError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ProviderRateLimited",
+    "ProviderResponseError",
+    "ProviderTimeout",
+    "RunCancelled",
+]
+
+
+class ConversationsError(Exception):
+    """Base of every error this app raises on purpose."""
+
+    code: str = "error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def detail(self) -> str:
+        """The human-readable message (safe to show to a client)."""
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidArgumentError(ConversationsError, ValueError):
+    """A value does not satisfy a rule; ``code`` says which, ``field`` says where.
+
+    ``field`` is a slash-separated path relative to the value being checked
+    (``"tool_calls/0/id"``); callers that know the enclosing document prefix it
+    (see :meth:`at`) so the API can answer with a JSON pointer.
+    """
+
+    code = "invalid_argument"
+
+    def __init__(self, message: str, *, code: str, field: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.field = field
+
+    def at(self, prefix: str | int) -> InvalidArgumentError:
+        """Return a copy whose ``field`` is nested under ``prefix``."""
+        path = str(prefix) if self.field is None else f"{prefix}/{self.field}"
+        return InvalidArgumentError(self.detail, code=self.code, field=path)
+
+
+class ConfigurationError(ConversationsError):
+    """A provider, profile, secret reference or tool is not usable as configured."""
+
+    code = "configuration_error"
+
+
+class ConversationBusy(ConversationsError):
+    """Another run is already running on this conversation."""
+
+    code = "conversation_busy"
+
+
+class RunCancelled(ConversationsError):
+    """The run was cancelled; raised inside the loop at a step boundary."""
+
+    code = "run_cancelled"
+
+
+class ProviderError(ConversationsError):
+    """Talking to a model provider failed."""
+
+    code = "provider_error"
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached (DNS, refused or reset connection)."""
+
+    code = "provider_unavailable"
+
+
+class ProviderTimeout(ProviderConnectionError):
+    """The provider did not answer in time."""
+
+    code = "provider_timeout"
+
+
+class ProviderAuthenticationError(ProviderError):
+    """The provider refused our credentials (HTTP 401 or 403)."""
+
+    code = "provider_authentication_failed"
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ProviderRateLimited(ProviderError):
+    """The provider answered 429; ``retry_after`` is its hint in seconds, if any."""
+
+    code = "provider_rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with a non-2xx status not covered above."""
+
+    code = "provider_http_error"
+
+    def __init__(self, message: str, *, status_code: int, body: str = "") -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+
+
+class ProviderResponseError(ProviderError):
+    """The provider answered 2xx with a body we cannot understand."""
+
+    code = "provider_bad_response"

@@ -1,0 +1,1 @@
+"""An example extension app that contributes demo tools through ``llm_tools``."""
