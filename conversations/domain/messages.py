@@ -99,7 +99,7 @@ class ToolCall:
                 field="function/arguments",
             )
         try:
-            encode_arguments(arguments)
+            encoded = encode_arguments(arguments)
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(
                 f"tool call arguments are not JSON-serialisable: {exc}",
@@ -119,8 +119,19 @@ class ToolCall:
                     code="invalid_arguments",
                     field="function/arguments",
                 )
-        # A private copy, so a caller mutating its dict cannot change this value.
-        object.__setattr__(self, "arguments", arguments)
+            # Text that is a JSON object belongs in ``arguments``: kept raw, it
+            # would come back decoded from the wire and break the round trip.
+            if decode_arguments(self.raw_arguments) is not None:
+                raise InvalidArgumentError(
+                    f"raw_arguments {self.raw_arguments!r} is a JSON object; "
+                    "pass it decoded as arguments",
+                    code="invalid_arguments",
+                    field="function/arguments",
+                )
+        # A deep private copy in JSON form (tuples become lists), so a caller
+        # mutating its data cannot change this value and the wire round trip
+        # gives back an equal call.
+        object.__setattr__(self, "arguments", json.loads(encoded))
 
     @property
     def arguments_json(self) -> str:
@@ -369,7 +380,9 @@ class ChatMessage:
         role = data.get("role")
         if not isinstance(role, str):
             raise InvalidArgumentError(
-                "a message needs a string role", code="missing_role", field="role"
+                f"a message needs a string role, got {_type_name(role)}",
+                code="missing_role",
+                field="role",
             )
         raw_calls = data.get("tool_calls")
         calls: list[ToolCall] | None = None

@@ -44,8 +44,6 @@ class Usage:
         cached_prompt_tokens: int = 0,
         reasoning_tokens: int = 0,
     ) -> None:
-        if total_tokens is None:
-            total_tokens = prompt_tokens + completion_tokens
         values = (
             prompt_tokens,
             completion_tokens,
@@ -54,6 +52,9 @@ class Usage:
             reasoning_tokens,
         )
         for name, value in zip(_USAGE_FIELDS, values, strict=True):
+            if value is None and name == "total_tokens":
+                # Summed only here, once both parts have passed the check below.
+                value = self.prompt_tokens + self.completion_tokens
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidArgumentError(
                     f"{name} must be a non-negative integer, got {value!r}",
