@@ -10,3 +10,7 @@ class ConversationsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)
+        from .tools import autodiscover
+
+        # After every app is loaded, so each app's llm_tools may import its models.
+        autodiscover()

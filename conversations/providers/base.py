@@ -130,7 +130,11 @@ class CompletionOptions:
 class ChatProvider(Protocol):
     """Anything that can complete a conversation."""
 
-    provider_name: str
+    # Read-only, so a class attribute (the adapters' ClassVar) satisfies it too.
+    @property
+    def provider_name(self) -> str:
+        """A short name of the provider (``openai``, ``ollama``, ...)."""
+        ...
 
     def complete(
         self,
@@ -352,8 +356,10 @@ class HTTPProvider:
 
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "application/json"}
-        headers.update(self.extra_headers)
-        headers.update(self._auth_headers())
+        # Header names are case-insensitive: merged as typed, an extra
+        # "Authorization" would travel beside the adapter's "authorization".
+        headers.update({name.lower(): value for name, value in self.extra_headers.items()})
+        headers.update({name.lower(): value for name, value in self._auth_headers().items()})
         return headers
 
     def _redact(self, text: str) -> str:

@@ -1,0 +1,144 @@
+"""The offline demo model: deterministic rules instead of a language model.
+
+It lets ``make run`` show the whole tool loop with no network and no key. It
+looks at the last user message and asks for the demo tools it recognises
+(several requests in one message give parallel calls); once the results are
+in, it answers from them. It only calls tools that were offered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from conversations.domain import ChatMessage, CompletionResponse, Role, ToolCall, ToolSpec, Usage
+
+from .base import CompletionOptions, fresh_call_id
+
+__all__ = ["DemoProvider"]
+
+_WEATHER = re.compile(
+    r"\bweather\b[^?.!]*?\b(?:in|for|at)\s+([A-Za-zÀ-ÿ][A-Za-zÀ-ÿ .'-]*?)"
+    r"(?=\s*(?:[,?!.;]|\band\b|\bplease\b|$))",
+    re.IGNORECASE,
+)
+_TIME = re.compile(r"\b(?:time|clock)\b", re.IGNORECASE)
+_TIME_ZONE = re.compile(r"\b([A-Z][a-z]+/[A-Z][A-Za-z_]+)\b")
+_ARITHMETIC = re.compile(
+    r"(?<![\w.])(\(?\s*-?\d[\d.\s]*(?:[-+*/%^]+\s*\(?\s*-?\d[\d.\s]*\)?\s*)+\)?)"
+)
+
+HELP_TEXT = (
+    "I am the offline demo model (no real LLM is involved). Ask me about the weather "
+    "in a city (for example Leipzig, Berlin, Paris, London, New York or Tokyo), the "
+    "current time, or to calculate an expression such as 2 * (3 + 4). Ask for several "
+    "at once and I will call the tools in parallel."
+)
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _summarise(result: str) -> str:
+    """A short sentence-friendly rendering of one tool result."""
+    try:
+        value: Any = json.loads(result)
+    except ValueError:
+        return result.strip()
+    if isinstance(value, dict):
+        return ", ".join(f"{str(k).replace('_', ' ')}: {v}" for k, v in value.items())
+    return str(value)
+
+
+class DemoProvider:
+    """Deterministic, offline stand-in for a model; see the module docstring."""
+
+    provider_name = "demo"
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        options: CompletionOptions,
+    ) -> CompletionResponse:
+        """Ask for tools the last user message wants, or answer from their results."""
+        prompt_tokens = sum(_estimate_tokens(m.content) for m in messages)
+        results = self._trailing_results(messages)
+        if results:
+            content = self._answer(results)
+            return self._response(content, options, prompt_tokens)
+        last_user = next((m for m in reversed(messages) if m.role is Role.USER), None)
+        offered = {spec.name for spec in tools}
+        calls = self._plan(last_user.content if last_user else "", offered)
+        if calls:
+            return CompletionResponse(
+                content="",
+                model=options.model,
+                usage=Usage(prompt_tokens, 8 * len(calls)),
+                finish_reason="tool_calls",
+                provider=self.provider_name,
+                tool_calls=tuple(calls),
+            )
+        return self._response(HELP_TEXT, options, prompt_tokens)
+
+    def _response(
+        self, content: str, options: CompletionOptions, prompt: int
+    ) -> CompletionResponse:
+        return CompletionResponse(
+            content=content,
+            model=options.model,
+            usage=Usage(prompt, _estimate_tokens(content)),
+            provider=self.provider_name,
+        )
+
+    @staticmethod
+    def _plan(text: str, offered: set[str]) -> list[ToolCall]:
+        calls: list[ToolCall] = []
+        if "get_weather" in offered:
+            for match in _WEATHER.finditer(text):
+                city = match.group(1).strip()
+                calls.append(
+                    ToolCall(id=fresh_call_id(), name="get_weather", arguments={"city": city})
+                )
+        if "get_current_time" in offered and _TIME.search(text):
+            zone = _TIME_ZONE.search(text)
+            arguments = {"timezone": zone.group(1)} if zone else {}
+            calls.append(ToolCall(id=fresh_call_id(), name="get_current_time", arguments=arguments))
+        if "calculate" in offered:
+            for match in _ARITHMETIC.finditer(text):
+                expression = " ".join(match.group(1).split())
+                calls.append(
+                    ToolCall(
+                        id=fresh_call_id(), name="calculate", arguments={"expression": expression}
+                    )
+                )
+        return calls
+
+    @staticmethod
+    def _trailing_results(messages: Sequence[ChatMessage]) -> list[tuple[ToolCall, str]]:
+        """The calls of the last assistant turn with their results, if that is where we are."""
+        results: list[ChatMessage] = []
+        for message in reversed(messages):
+            if message.role is Role.TOOL:
+                results.append(message)
+                continue
+            if message.role is Role.ASSISTANT and message.tool_calls and results:
+                by_id = {m.tool_call_id: m.content for m in results}
+                return [(call, by_id.get(call.id, "")) for call in message.tool_calls]
+            break
+        return []
+
+    @staticmethod
+    def _answer(results: list[tuple[ToolCall, str]]) -> str:
+        lines = ["Here is what the tools returned:"]
+        for call, result in results:
+            subject = ", ".join(str(v) for v in call.arguments.values()) or "now"
+            if result.startswith("Error:"):
+                lines.append(f"- {call.name} ({subject}) did not work: {result[6:].strip()}")
+            else:
+                lines.append(f"- {call.name} ({subject}): {_summarise(result)}")
+        return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Tests of conversations.tools and the demo tools (no database)."""
