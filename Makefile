@@ -17,6 +17,7 @@ install: $(STAMP)
 ## Set everything up and serve the demo on http://127.0.0.1:8000 (SQLite, offline demo provider).
 run: install
 	env -u DATABASE_URL $(BIN)/python manage.py migrate --noinput
+	env -u DATABASE_URL $(BIN)/python manage.py setup_demo
 	env -u DATABASE_URL $(BIN)/python manage.py runserver 127.0.0.1:8000
 
 ## Run the whole suite on SQLite, then again on PostgreSQL when DATABASE_URL is set.

@@ -1,0 +1,10 @@
+"""The app's admin: the stored history read-only, the configuration records editable.
+
+``history`` registers conversations, runs, tool calls and messages (view-only,
+actions through services); ``config`` registers providers, language models,
+profiles and the tool switches.
+"""
+
+from . import config, history
+
+__all__ = ["config", "history"]

@@ -1,0 +1,191 @@
+"""Shared pieces of the admin: counts as subqueries, links, JSON and the transcript view."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from conversations.models import Message, Run, ToolCall
+
+__all__ = [
+    "TranscriptEntry",
+    "build_transcript",
+    "count_of",
+    "duration_ms",
+    "format_duration",
+    "object_link",
+    "pretty_json",
+    "render_runs",
+    "render_transcript",
+]
+
+TRANSCRIPT_TEMPLATE = "conversations/admin/transcript.html"
+RUNS_TEMPLATE = "conversations/admin/runs.html"
+
+
+def count_of(queryset: QuerySet[Any], group_by: str) -> Coalesce:
+    """``COUNT(*)`` of ``queryset`` as a correlated subquery (0 when nothing matches).
+
+    ``queryset`` is already filtered on ``OuterRef``; ``group_by`` is the
+    column it is correlated on, so the subquery yields a single row. A
+    subquery, not a JOIN + ``Count``, so that search and filter joins on the
+    outer query cannot multiply the count.
+    """
+    counted = queryset.order_by().values(group_by).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def last_run_status() -> Subquery:
+    """The status of a conversation's most recent run (``None`` without runs)."""
+    latest = Run.objects.filter(conversation=OuterRef("pk")).order_by("-started_at", "-pk")
+    return Subquery(latest.values("status")[:1])
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON for display (plain text: the template escapes it)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def duration_ms(started: datetime | None, finished: datetime | None) -> int | None:
+    """Milliseconds between two instants, or ``None`` when either is missing."""
+    if started is None or finished is None:
+        return None
+    return max(0, int((finished - started).total_seconds() * 1000))
+
+
+def format_duration(milliseconds: int | None) -> str:
+    """``"850 ms"``, ``"12.3 s"``, ``"4 min 05 s"``; ``""`` when unknown."""
+    if milliseconds is None:
+        return ""
+    if milliseconds < 1000:
+        return f"{milliseconds} ms"
+    seconds = milliseconds / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def admin_url(obj: Any, *, site: str = "admin", action: str = "change") -> str:
+    """The admin URL of ``obj`` (change page by default)."""
+    opts = obj._meta
+    return reverse(f"{site}:{opts.app_label}_{opts.model_name}_{action}", args=[obj.pk])
+
+
+def object_link(obj: Any, text: str | None = None, *, site: str = "admin", anchor: str = "") -> str:
+    """An escaped ``<a>`` to the admin page of ``obj``; ``"-"`` for ``None``."""
+    if obj is None:
+        return "-"
+    url = admin_url(obj, site=site)
+    return format_html('<a href="{}{}">{}</a>', url, anchor, str(obj) if text is None else text)
+
+
+# The transcript -----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CallView:
+    """One tool call shown beside its result."""
+
+    call: ToolCall
+    arguments: str
+    duration: str
+    result: Message | None
+
+
+@dataclass(slots=True)
+class TranscriptEntry:
+    """One message of the transcript; an assistant turn carries its calls."""
+
+    message: Message
+    calls: list[CallView] = field(default_factory=list)
+    answers: ToolCall | None = None
+    """For a tool message shown on its own: the call it answers (outside this view)."""
+    run_url: str = ""
+    usage: str = ""
+
+
+def _usage_text(message: Message) -> str:
+    parts = []
+    if message.total_tokens is not None:
+        parts.append(
+            f"tokens {message.prompt_tokens or 0} in / {message.completion_tokens or 0} out"
+            f" / {message.total_tokens} total"
+        )
+    if message.cached_prompt_tokens:
+        parts.append(f"{message.cached_prompt_tokens} cached")
+    if message.reasoning_tokens:
+        parts.append(f"{message.reasoning_tokens} reasoning")
+    if message.latency_ms is not None:
+        parts.append(f"latency {format_duration(message.latency_ms)}")
+    return " · ".join(parts)
+
+
+def build_transcript(
+    messages: Sequence[Message],
+    calls: Iterable[ToolCall],
+    results: Mapping[int, Message],
+    *,
+    site: str = "admin",
+    link_runs: bool = True,
+) -> list[TranscriptEntry]:
+    """Messages in position order, each call paired with the message answering it.
+
+    ``results`` maps a call's primary key to its answer. A tool message whose
+    call is in ``calls`` is shown beside that call rather than on its own line.
+    No queries: everything is handed in (messages need ``tool_call`` selected
+    for tool messages whose call lies outside ``calls``).
+    """
+    by_message: dict[int, list[ToolCall]] = defaultdict(list)
+    for call in calls:
+        by_message[call.message_id].append(call)
+    shown_beside = {call.pk for group in by_message.values() for call in group}
+    entries = []
+    for message in sorted(messages, key=lambda m: m.position):
+        if message.tool_call_id is not None and message.tool_call_id in shown_beside:
+            continue
+        entry = TranscriptEntry(message=message, usage=_usage_text(message))
+        if link_runs and message.run_id is not None:
+            entry.run_url = reverse(f"{site}:conversations_run_change", args=[message.run_id])
+        if message.tool_call_id is not None:
+            entry.answers = message.tool_call
+        for call in sorted(by_message.get(message.pk, ()), key=lambda c: c.index):
+            entry.calls.append(
+                CallView(
+                    call=call,
+                    arguments=pretty_json(call.arguments),
+                    duration=format_duration(duration_ms(call.started_at, call.finished_at)),
+                    result=results.get(call.pk),
+                )
+            )
+        entries.append(entry)
+    return entries
+
+
+def render_transcript(entries: Sequence[TranscriptEntry], *, empty: str) -> SafeString:
+    """The transcript as HTML; every value is escaped by the template."""
+    return render_to_string(TRANSCRIPT_TEMPLATE, {"entries": entries, "empty": empty})
+
+
+def render_runs(runs: Sequence[Run], *, site: str = "admin") -> SafeString:
+    """A table of runs (newest first) linking to their trace."""
+    rows = [
+        {
+            "run": run,
+            "url": reverse(f"{site}:conversations_run_change", args=[run.pk]),
+            "duration": format_duration(duration_ms(run.started_at, run.finished_at)),
+        }
+        for run in runs
+    ]
+    return render_to_string(RUNS_TEMPLATE, {"rows": rows})

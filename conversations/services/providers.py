@@ -1,0 +1,112 @@
+"""Turn configuration records (Provider, LanguageModel, Profile) into adapters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q
+
+from conversations.conf import app_settings
+from conversations.exceptions import ConfigurationError
+from conversations.models import Profile, Provider
+from conversations.providers.base import ChatProvider, CompletionOptions
+from conversations.secrets import resolve
+
+__all__ = [
+    "build_provider",
+    "completion_options",
+    "get_default_profile",
+    "provider_from_record",
+]
+
+# Adapter names on the OpenAI adapter, mapped to its presets.
+OPENAI_PRESETS = {
+    "openai",
+    "openai_compatible",
+    "azure_openai",
+    "mistral",
+    "groq",
+    "openrouter",
+    "together",
+    "fireworks",
+}
+
+
+def get_default_profile() -> Profile | None:
+    """The profile named by ``CONVERSATIONS["DEFAULT_PROFILE"]``, else the one marked default."""
+    active = Profile.objects.select_related("language_model__provider").filter(is_active=True)
+    slug = app_settings().DEFAULT_PROFILE
+    if slug:
+        return active.filter(slug=slug).first()
+    return active.filter(Q(is_default=True)).first()
+
+
+def provider_from_record(provider: Provider, *, http_client: Any = None) -> ChatProvider:
+    """The adapter configured by a ``Provider`` record; the key is resolved now."""
+    if not provider.is_active:
+        raise ConfigurationError(f'provider "{provider.slug}" is not active')
+    conf = app_settings()
+    adapter = provider.adapter
+    if adapter == "demo":
+        from conversations.providers.demo import DemoProvider
+
+        return DemoProvider()
+    api_key = resolve(provider.api_key_ref)
+    common: dict[str, Any] = {
+        "api_key": api_key,
+        "base_url": provider.base_url or None,
+        "timeout": provider.timeout or conf.HTTP_TIMEOUT,
+        "max_retries": (
+            provider.max_retries if provider.max_retries is not None else conf.HTTP_MAX_RETRIES
+        ),
+        "extra_headers": dict(provider.extra_headers or {}),
+        "http_client": http_client,
+    }
+    if adapter not in ("ollama",) and not api_key:
+        # Say which reference failed, never what a key looks like.
+        raise ConfigurationError(
+            f'provider "{provider.slug}": the API key reference '
+            f'"{provider.api_key_ref or "(empty)"}" does not resolve'
+        )
+    options = dict(provider.options or {})
+    if adapter in OPENAI_PRESETS:
+        from conversations.providers.openai import OpenAIProvider
+
+        if adapter == "azure_openai" and options.get("api_version"):
+            common["api_version"] = options["api_version"]
+        return OpenAIProvider(preset=adapter, **common)
+    if adapter == "anthropic":
+        from conversations.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(**common)
+    if adapter == "gemini":
+        from conversations.providers.gemini import GeminiProvider
+
+        return GeminiProvider(**common)
+    if adapter == "ollama":
+        from conversations.providers.ollama import OllamaProvider
+
+        return OllamaProvider(**common)
+    raise ConfigurationError(f'provider "{provider.slug}": unknown adapter "{adapter}"')
+
+
+def build_provider(profile: Profile, *, http_client: Any = None) -> ChatProvider:
+    """The adapter a profile talks to."""
+    if not profile.is_active:
+        raise ConfigurationError(f'profile "{profile.slug}" is not active')
+    return provider_from_record(profile.language_model.provider, http_client=http_client)
+
+
+def completion_options(profile: Profile | None, *, tools_offered: bool = True) -> CompletionOptions:
+    """The request options a profile asks for (no profile: the provider's defaults)."""
+    if profile is None:
+        return CompletionOptions(model="default")
+    model = profile.language_model
+    max_tokens = profile.max_tokens or model.max_output_tokens
+    tool_choice = profile.tool_choice or None
+    return CompletionOptions(
+        model=model.model_id,
+        temperature=profile.temperature,
+        max_tokens=max_tokens,
+        tool_choice=tool_choice if tools_offered else None,
+    )

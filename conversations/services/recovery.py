@@ -1,0 +1,110 @@
+"""Recovery: end runs whose process died, and answer calls left open.
+
+A run refreshes ``heartbeat_at`` as it works. One whose heartbeat is older
+than ``CONVERSATIONS["RUN_LEASE_SECONDS"]`` is taken for dead: it becomes
+``interrupted`` and each of its calls still ``pending`` or ``running`` is
+answered with the interrupted result and marked ``interrupted``. Such calls
+are never executed again: they may already have had side effects.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from conversations import signals
+from conversations.conf import app_settings
+from conversations.domain import ChatMessage
+from conversations.models import Conversation, Run, ToolCall
+from conversations.services.messages import append_messages
+
+__all__ = ["ANSWER_TEXTS", "answer_open_calls", "recover_runs"]
+
+logger = logging.getLogger("conversations.recovery")
+
+ANSWER_TEXTS = {
+    ToolCall.Status.INTERRUPTED: 'Error: tool "{name}" was interrupted and did not complete.',
+    ToolCall.Status.CANCELLED: 'Error: tool "{name}" was cancelled and did not complete.',
+}
+
+
+def answer_open_calls(
+    *, conversation: Conversation, status: str, run: Run | None = None
+) -> list[ToolCall]:
+    """Answer every unanswered call of ``conversation`` and mark it ``status``.
+
+    ``status`` is ``interrupted`` or ``cancelled``; the answer says so in
+    words the model understands. Returns the calls answered.
+    """
+    text = ANSWER_TEXTS[status]
+    with transaction.atomic():
+        open_calls = list(
+            ToolCall.objects.select_for_update(of=("self",))
+            .filter(conversation=conversation, results__isnull=True)
+            .order_by("message__position", "index")
+        )
+        if not open_calls:
+            return []
+        now = timezone.now()
+        append_messages(
+            conversation=conversation,
+            messages=[
+                ChatMessage.tool_result(c.call_id, text.format(name=c.name)) for c in open_calls
+            ],
+            run=run,
+        )
+        for call in open_calls:
+            call.status = status
+            call.finished_at = now
+        ToolCall.objects.bulk_update(open_calls, ["status", "finished_at"])
+    logger.info(
+        "answered %d open call(s) of conversation %s as %s",
+        len(open_calls),
+        conversation.pk,
+        status,
+    )
+    return open_calls
+
+
+def recover_runs(
+    *,
+    conversation: Conversation | None = None,
+    lease_seconds: int | None = None,
+    now: datetime | None = None,
+) -> list[Run]:
+    """Mark runs with an expired heartbeat ``interrupted``; return them.
+
+    Safe to call from several processes at once: each run is locked and
+    re-checked before it is changed, and a live run is never touched.
+    """
+    lease = lease_seconds if lease_seconds is not None else app_settings().RUN_LEASE_SECONDS
+    cutoff = (now or timezone.now()) - timedelta(seconds=lease)
+    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    if conversation is not None:
+        stale = stale.filter(conversation=conversation)
+    recovered: list[Run] = []
+    for run_id in list(stale.values_list("pk", flat=True)):
+        with transaction.atomic():
+            run = (
+                Run.objects.select_for_update(of=("self",))
+                .select_related("conversation")
+                .filter(pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+                .first()
+            )
+            if run is None:
+                continue  # finished or refreshed meanwhile
+            answer_open_calls(
+                conversation=run.conversation, status=ToolCall.Status.INTERRUPTED, run=run
+            )
+            run.status = Run.Status.INTERRUPTED
+            run.finished_at = timezone.now()
+            run.error_code = "interrupted"
+            run.error_message = "the process running this run stopped (heartbeat expired)"
+            run.save(update_fields=["status", "finished_at", "error_code", "error_message"])
+        logger.warning("run %s interrupted by recovery (heartbeat expired)", run.pk)
+        signals.run_finished.send(sender=Run, run=run)
+        recovered.append(run)
+    return recovered

@@ -1,0 +1,464 @@
+"""The tool loop: ask the model, persist its turn, run its tools, persist the results.
+
+This is the only loop in the code base. Its guarantees:
+
+- Every step is persisted as it happens, each in its own short transaction;
+  no transaction is open while the provider is asked or a tool runs.
+- A tool is never executed twice: calls are marked ``running`` (committed)
+  before any of them starts, and recovery answers a ``running`` call as
+  interrupted instead of executing it again.
+- The stored history is always one every provider accepts: whatever ends a
+  run (an answer, the cap, a provider error, a cancellation, a crash), each
+  call gets exactly one result.
+
+A round costs a constant number of queries and commits whatever the number of
+calls (see docs/adr/0003-tool-loop-persistence.md for the batching trade-off).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conversations import signals
+from conversations.conf import app_settings
+from conversations.domain import ChatMessage, CompletionResponse, ToolSpec, Usage
+from conversations.exceptions import (
+    ConfigurationError,
+    ConversationBusy,
+    ProviderError,
+    RunCancelled,
+)
+from conversations.models import Conversation, Profile, Run
+from conversations.models import ToolCall as ToolCallRow
+from conversations.providers.base import ChatProvider, CompletionOptions
+from conversations.selectors import get_history
+from conversations.services.messages import MessageDetails, append_messages
+from conversations.services.providers import (
+    build_provider,
+    completion_options,
+    get_default_profile,
+)
+from conversations.services.recovery import answer_open_calls, recover_runs
+from conversations.services.tools import available_tools
+from conversations.tools import Tool, ToolContext, execute, truncate_result, validate_arguments
+
+__all__ = [
+    "execute_run",
+    "history_for_provider",
+    "run_tool_loop",
+    "start_run",
+    "tool_error_text",
+]
+
+logger = logging.getLogger("conversations.tool_loop")
+
+# What the model is told, word for word (tests pin these).
+UNKNOWN_TOOL = 'Error: unknown tool "{name}"'
+NOT_PERMITTED = 'Error: tool "{name}" not permitted'
+INVALID_ARGUMENTS = 'Error: invalid arguments for tool "{name}": {violations}'
+RAW_ARGUMENTS = 'Error: arguments for tool "{name}" are not a JSON object'
+TOOL_FAILED = 'Error: tool "{name}" failed.'
+
+CANCEL_CHECK_INTERVAL = 0.5
+"""Seconds between cancellation checks while tools run (keeps queries per round flat)."""
+
+
+def tool_error_text(template: str, name: str, **extra: str) -> str:
+    """One of the pinned error texts, filled in."""
+    return template.format(name=name, **extra)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What became of one call: its status and the result the model sees."""
+
+    row: ToolCallRow
+    status: str
+    content: str
+    error: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+# Entry points ------------------------------------------------------------------
+
+
+def run_tool_loop(
+    *,
+    conversation: Conversation,
+    content: str | None = None,
+    profile: Profile | None = None,
+    provider: ChatProvider | None = None,
+    max_iterations: int | None = None,
+) -> Run:
+    """Run one user turn to its end and return the finished :class:`Run`.
+
+    ``profile`` defaults to the conversation's, then to the default profile;
+    ``provider`` defaults to the profile's. Raises :class:`ConversationBusy`
+    when another run is running on the conversation.
+    """
+    profile = _resolve_profile(conversation, profile, provider)
+    if provider is None:
+        provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
+    run = start_run(
+        conversation=conversation,
+        content=content,
+        profile=profile,
+        provider=provider,
+        max_iterations=max_iterations,
+    )
+    return execute_run(run=run, provider=provider)
+
+
+def start_run(
+    *,
+    conversation: Conversation,
+    content: str | None = None,
+    profile: Profile | None = None,
+    provider: ChatProvider | None = None,
+    max_iterations: int | None = None,
+) -> Run:
+    """Create a ``running`` run and persist the user message (if any), each committed.
+
+    First recovers stale runs and answers calls left open on this
+    conversation, so a crashed turn never blocks the next one.
+    """
+    recover_runs(conversation=conversation)
+    profile = _resolve_profile(conversation, profile, provider)
+    cap = max_iterations or (profile.max_iterations if profile else app_settings().MAX_ITERATIONS)
+    if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
+        raise ConversationBusy("another run is already running on this conversation")
+    answer_open_calls(conversation=conversation, status=ToolCallRow.Status.INTERRUPTED)
+    model_name = profile.language_model.model_id if profile else ""
+    provider_name = (
+        profile.language_model.provider.slug
+        if profile
+        else getattr(provider, "provider_name", type(provider).__name__)
+    )
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                conversation=conversation,
+                profile=profile,
+                status=Run.Status.RUNNING,
+                max_iterations=cap,
+                provider=provider_name,
+                model=model_name,
+            )
+    except IntegrityError:
+        # The partial unique index on running runs: another request won the race.
+        raise ConversationBusy("another run is already running on this conversation") from None
+    if content is not None:
+        try:
+            append_messages(
+                conversation=conversation, messages=[ChatMessage.user(content)], run=run
+            )
+        except BaseException as exc:
+            _finish(run, Run.Status.FAILED, error_code=getattr(exc, "code", "internal_error"))
+            raise
+    return run
+
+
+def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
+    """Drive a ``running`` run to a terminal status (the loop itself)."""
+    conversation = run.conversation
+    profile = run.profile
+    if provider is None:
+        if profile is None:
+            raise ConfigurationError("the run has no profile, so a provider must be given")
+        provider = build_provider(profile)
+    tools = available_tools(allowed=profile.allowed_tools if profile else None)
+    specs = [tool.spec for tool in tools.values()]
+    options = completion_options(profile, tools_offered=bool(specs))
+    try:
+        while run.iterations < run.max_iterations:
+            _raise_if_cancelled(run)
+            history = history_for_provider(conversation=conversation, profile=profile)
+            response, latency_ms = _ask(provider, history, specs, options)
+            calls = _persist_turn(run, response, latency_ms, counts_as_round=True)
+            if not calls:
+                return _finish(run, Run.Status.COMPLETED, final_content=response.content)
+            _run_calls(run, calls, tools)
+        # Every round asked for tools: one more call, with none offered, for the answer.
+        _raise_if_cancelled(run)
+        final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
+        history = history_for_provider(conversation=conversation, profile=profile)
+        response, latency_ms = _ask(provider, history, [], final_options)
+        calls = _persist_turn(run, response, latency_ms, counts_as_round=False)
+        if calls:
+            # Tools were not offered; answer each call so the history stays valid.
+            _persist_outcomes(
+                run,
+                [
+                    _Outcome(c, ToolCallRow.Status.REJECTED, tool_error_text(NOT_PERMITTED, c.name))
+                    for c in calls
+                ],
+            )
+        return _finish(run, Run.Status.MAX_ITERATIONS, final_content=response.content)
+    except ProviderError as exc:
+        logger.warning("run %s: provider error %s", run.pk, exc.code)
+        return _finish(run, Run.Status.FAILED, error_code=exc.code, error_message=exc.detail)
+    except RunCancelled:
+        return _finish(run, Run.Status.CANCELLED, error_code="run_cancelled")
+    except BaseException as exc:
+        # Not swallowed: record the failure so the conversation stays usable, then re-raise.
+        _finish(
+            run,
+            Run.Status.FAILED,
+            error_code=getattr(exc, "code", "internal_error"),
+            error_message=type(exc).__name__,
+        )
+        raise
+
+
+def history_for_provider(
+    *, conversation: Conversation, profile: Profile | None
+) -> list[ChatMessage]:
+    """Exactly the messages a provider is sent: the profile's system prompt, then the history.
+
+    The system prompt is configuration, not history: it is not stored in the
+    conversation, so editing a profile changes what later turns are sent.
+    """
+    history = get_history(conversation=conversation)
+    if profile is not None and profile.system_prompt:
+        return [ChatMessage.system(profile.system_prompt), *history]
+    return history
+
+
+# Steps -------------------------------------------------------------------------------
+
+
+def _resolve_profile(
+    conversation: Conversation, profile: Profile | None, provider: ChatProvider | None
+) -> Profile | None:
+    profile = profile or conversation.profile or get_default_profile()
+    if profile is None and provider is None:
+        raise ConfigurationError(
+            "no profile: give the conversation a profile, mark one as default, or pass a provider"
+        )
+    return profile
+
+
+def _ask(
+    provider: ChatProvider,
+    history: Sequence[ChatMessage],
+    specs: Sequence[ToolSpec],
+    options: CompletionOptions,
+) -> tuple[CompletionResponse, int]:
+    started = time.monotonic()
+    response = provider.complete(history, tools=specs, options=options)
+    return response, int((time.monotonic() - started) * 1000)
+
+
+def _persist_turn(
+    run: Run, response: CompletionResponse, latency_ms: int, *, counts_as_round: bool
+) -> list[ToolCallRow]:
+    """Store the assistant turn, its calls and the run's counters in one transaction."""
+    usage = response.usage
+    details = MessageDetails(
+        model=response.model,
+        finish_reason=response.finish_reason,
+        usage=usage,
+        latency_ms=latency_ms,
+    )
+    with transaction.atomic():
+        (message,) = append_messages(
+            conversation=run.conversation,
+            messages=[response.to_message()],
+            run=run,
+            details=[details],
+        )
+        _add_usage(run, usage, rounds=1 if counts_as_round else 0)
+    if not response.has_tool_calls:
+        return []
+    return list(ToolCallRow.objects.filter(message=message).order_by("index"))
+
+
+def _add_usage(run: Run, usage: Usage, *, rounds: int) -> None:
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        iterations=F("iterations") + rounds,
+        prompt_tokens=F("prompt_tokens") + usage.prompt_tokens,
+        completion_tokens=F("completion_tokens") + usage.completion_tokens,
+        total_tokens=F("total_tokens") + usage.total_tokens,
+        cached_prompt_tokens=F("cached_prompt_tokens") + usage.cached_prompt_tokens,
+        reasoning_tokens=F("reasoning_tokens") + usage.reasoning_tokens,
+        heartbeat_at=now,
+    )
+    # Mirror the update in memory instead of re-reading the row.
+    run.iterations += rounds
+    run.prompt_tokens += usage.prompt_tokens
+    run.completion_tokens += usage.completion_tokens
+    run.total_tokens += usage.total_tokens
+    run.cached_prompt_tokens += usage.cached_prompt_tokens
+    run.reasoning_tokens += usage.reasoning_tokens
+    run.heartbeat_at = now
+
+
+def _check(row: ToolCallRow, tools: dict[str, Tool]) -> _Outcome | None:
+    """The rejection for a call that must not run, or ``None`` when it may."""
+    name = row.name
+    tool = tools.get(name)
+    if tool is None:
+        from conversations.tools import registry
+
+        template = NOT_PERMITTED if registry.get(name) is not None else UNKNOWN_TOOL
+        return _Outcome(row, ToolCallRow.Status.REJECTED, tool_error_text(template, name))
+    if row.raw_arguments is not None:
+        return _Outcome(row, ToolCallRow.Status.REJECTED, tool_error_text(RAW_ARGUMENTS, name))
+    violations = validate_arguments(tool, row.arguments)
+    if violations:
+        text = tool_error_text(INVALID_ARGUMENTS, name, violations="; ".join(violations))
+        return _Outcome(row, ToolCallRow.Status.REJECTED, text)
+    return None
+
+
+def _run_calls(run: Run, rows: list[ToolCallRow], tools: dict[str, Tool]) -> None:
+    """Check, mark, execute and answer the calls of one assistant turn."""
+    outcomes: dict[int, _Outcome] = {}
+    runnable: list[ToolCallRow] = []
+    for row in rows:
+        rejection = _check(row, tools)
+        if rejection is None:
+            runnable.append(row)
+        else:
+            outcomes[row.pk] = rejection
+    if runnable:
+        # Committed before anything runs: after a crash these are answered as
+        # interrupted, never executed again (they may have had side effects).
+        ToolCallRow.objects.filter(pk__in=[r.pk for r in runnable]).update(
+            status=ToolCallRow.Status.RUNNING, started_at=timezone.now()
+        )
+    watch = _CancelWatch(run)
+    for row in runnable:
+        if watch.cancelled():
+            outcomes[row.pk] = _Outcome(
+                row,
+                ToolCallRow.Status.CANCELLED,
+                answer_text_for(ToolCallRow.Status.CANCELLED, row.name),
+            )
+            continue
+        outcomes[row.pk] = _execute(run, row, tools[row.name])
+    _persist_outcomes(run, [outcomes[row.pk] for row in rows])
+    for outcome in outcomes.values():
+        signals.tool_call_finished.send(
+            sender=ToolCallRow, tool_call=outcome.row, run=run, result=outcome.content
+        )
+    if watch.seen:
+        raise RunCancelled("the run was cancelled")
+
+
+def _execute(run: Run, row: ToolCallRow, tool: Tool) -> _Outcome:
+    signals.tool_call_started.send(sender=ToolCallRow, tool_call=row, run=run)
+    started = timezone.now()
+    try:
+        result = execute(tool, row.arguments, context=_context(run, row))
+    except Exception:
+        # The text of the exception can hold secrets: the model gets a fixed
+        # sentence, admins get the traceback on the call and in the log.
+        logger.exception("tool %s failed (call %s, run %s)", row.name, row.call_id, run.pk)
+        return _Outcome(
+            row,
+            ToolCallRow.Status.FAILED,
+            tool_error_text(TOOL_FAILED, row.name),
+            error=traceback.format_exc(),
+            started_at=started,
+            finished_at=timezone.now(),
+        )
+    content = truncate_result(result, app_settings().TOOL_RESULT_MAX_BYTES)
+    return _Outcome(
+        row, ToolCallRow.Status.SUCCEEDED, content, started_at=started, finished_at=timezone.now()
+    )
+
+
+def _context(run: Run, row: ToolCallRow) -> ToolContext:
+    return ToolContext(conversation_id=run.conversation_id, run_id=run.pk, call_id=row.call_id)
+
+
+def _persist_outcomes(run: Run, outcomes: list[_Outcome]) -> None:
+    """Store every result and call status of a turn, and the heartbeat, in one transaction."""
+    now = timezone.now()
+    for outcome in outcomes:
+        row = outcome.row
+        row.status = outcome.status
+        row.error = outcome.error
+        row.started_at = outcome.started_at or row.started_at
+        row.finished_at = outcome.finished_at or now
+    with transaction.atomic():
+        append_messages(
+            conversation=run.conversation,
+            messages=[ChatMessage.tool_result(o.row.call_id, o.content) for o in outcomes],
+            run=run,
+        )
+        ToolCallRow.objects.bulk_update(
+            [o.row for o in outcomes], ["status", "error", "started_at", "finished_at"]
+        )
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=now)
+
+
+def answer_text_for(status: str, name: str) -> str:
+    """The result a call gets when it never completed."""
+    from conversations.services.recovery import ANSWER_TEXTS
+
+    return ANSWER_TEXTS[status].format(name=name)
+
+
+def _finish(
+    run: Run,
+    status: str,
+    *,
+    final_content: str = "",
+    error_code: str = "",
+    error_message: str = "",
+) -> Run:
+    """End the run; calls still open are answered so the history stays valid."""
+    open_status = (
+        ToolCallRow.Status.CANCELLED
+        if status == Run.Status.CANCELLED
+        else ToolCallRow.Status.INTERRUPTED
+    )
+    with transaction.atomic():
+        answer_open_calls(conversation=run.conversation, status=open_status, run=run)
+        run.status = status
+        run.finished_at = timezone.now()
+        run.final_content = final_content
+        run.error_code = error_code
+        run.error_message = error_message[:2000]
+        run.save(
+            update_fields=["status", "finished_at", "final_content", "error_code", "error_message"]
+        )
+    signals.run_finished.send(sender=Run, run=run)
+    return run
+
+
+def _raise_if_cancelled(run: Run) -> None:
+    if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        raise RunCancelled("the run was cancelled")
+
+
+class _CancelWatch:
+    """Checks for cancellation between tools, at most every CANCEL_CHECK_INTERVAL seconds."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.seen = False
+        self._last = time.monotonic()
+
+    def cancelled(self) -> bool:
+        if self.seen:
+            return True
+        now = time.monotonic()
+        if now - self._last >= CANCEL_CHECK_INTERVAL:
+            self._last = now
+            self.seen = Run.objects.filter(pk=self.run.pk, cancel_requested=True).exists()
+        return self.seen

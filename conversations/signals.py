@@ -1,0 +1,18 @@
+"""Signals for extensions: the tool-call lifecycle and finished runs.
+
+All are sent synchronously by the tool loop, outside any transaction:
+
+- ``tool_call_started(sender=ToolCall model, tool_call, run)``: just before a tool runs.
+- ``tool_call_finished(sender=ToolCall model, tool_call, run, result)``: after it
+  ran (``tool_call.status`` says how it went; ``result`` is what the model sees).
+- ``run_finished(sender=Run model, run)``: a run reached a terminal status.
+
+A receiver that raises propagates the exception (Django's ``send``); use
+``send_robust`` semantics in your receiver if it must never interfere.
+"""
+
+from django.dispatch import Signal
+
+tool_call_started = Signal()
+tool_call_finished = Signal()
+run_finished = Signal()

@@ -1,0 +1,70 @@
+"""Migrations: models and migrations agree, triggers are installed, rollback works."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+POSTGRES_TRIGGERS = {
+    "conversations_message_answer_kept",
+    "conversations_message_answer_pairing",
+    "conversations_message_immutable",
+    "conversations_message_no_orphans",
+    "conversations_toolcall_assistant_message",
+    "conversations_toolcall_conversation_match",
+    "conversations_toolcall_immutable",
+    "conversations_toolcall_no_orphans",
+}
+SQLITE_TRIGGERS = POSTGRES_TRIGGERS - {"conversations_message_answer_kept"}
+
+
+def installed_triggers() -> set[str]:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE %s",
+                ["conversations\\_%"],
+            )
+        else:
+            cursor.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE %s",
+                ["conversations_%"],
+            )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def installed_functions() -> set[str]:
+    if connection.vendor != "postgresql":
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT proname FROM pg_proc WHERE proname LIKE %s", ["conversations\\_%"])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def expected_triggers() -> set[str]:
+    return POSTGRES_TRIGGERS if connection.vendor == "postgresql" else SQLITE_TRIGGERS
+
+
+def test_models_and_migrations_agree(db):
+    call_command("makemigrations", "conversations", "--check", "--dry-run", verbosity=0)
+
+
+def test_every_trigger_is_installed(db):
+    # On SQLite a later migration that rebuilds a table drops its triggers: this notices.
+    assert installed_triggers() == expected_triggers()
+    if connection.vendor == "postgresql":
+        assert installed_functions() == POSTGRES_TRIGGERS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_to_zero_and_back():
+    call_command("migrate", "conversations", "zero", verbosity=0)
+    try:
+        assert installed_triggers() == set()
+        assert installed_functions() == set()
+        assert "conversations_message" not in connection.introspection.table_names()
+    finally:
+        call_command("migrate", "conversations", verbosity=0)
+    assert installed_triggers() == expected_triggers()
+    assert "conversations_message" in connection.introspection.table_names()
