@@ -1,0 +1,89 @@
+"""The base class of every API view: its policies are set here, not in DRF's globals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.shortcuts import get_object_or_404
+from drf_spectacular.openapi import AutoSchema
+from rest_framework.authentication import (
+    BaseAuthentication,
+    SessionAuthentication,
+    TokenAuthentication,
+)
+from rest_framework.generics import GenericAPIView
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
+from rest_framework.serializers import Serializer
+from rest_framework.settings import api_settings
+
+from conversations.models import Conversation
+
+from .errors import QueryValidationError, exception_handler
+
+__all__ = ["ConversationsAPIView"]
+
+
+class _Settings:
+    """DRF's settings, except that ``?format=`` does not pick a renderer."""
+
+    URL_FORMAT_OVERRIDE = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(api_settings, name)
+
+
+class JSONNegotiation(DefaultContentNegotiation):
+    """Content negotiation that leaves ``?format=`` to the views (the export uses it)."""
+
+    settings = _Settings()
+
+
+class ConversationsAPIView(GenericAPIView):
+    """Authentication, permissions, JSON in and out, and the app's error handler.
+
+    Token authentication comes first so that a request without credentials is
+    a 401 with ``WWW-Authenticate: Token``; it is offered only when the host
+    installs ``rest_framework.authtoken`` (else session only, and 403).
+    """
+
+    authentication_classes = (TokenAuthentication, SessionAuthentication)
+    permission_classes = (IsAuthenticated,)
+    renderer_classes = (JSONRenderer,)
+    parser_classes = (JSONParser,)
+    content_negotiation_class = JSONNegotiation
+    filter_backends = ()
+    pagination_class = None
+    # Set per view so the OpenAPI schema works without the host's DEFAULT_SCHEMA_CLASS.
+    schema = AutoSchema()
+
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        tokens = apps.is_installed("rest_framework.authtoken")
+        return [
+            auth()
+            for auth in self.authentication_classes
+            if tokens or not issubclass(auth, TokenAuthentication)
+        ]
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler
+
+    # Helpers for the views ---------------------------------------------------------
+
+    def owned_conversations(self) -> Any:
+        """The requesting user's conversations: the only ones any view may touch."""
+        return Conversation.objects.filter(owner=self.request.user)
+
+    def get_conversation(self, conversation_id: Any) -> Conversation:
+        """The user's conversation, else 404 (never 403: it may not exist at all)."""
+        return get_object_or_404(self.owned_conversations(), pk=conversation_id)
+
+    def query(self, serializer_class: type[Serializer]) -> dict[str, Any]:
+        """The validated query parameters (errors located by ``parameter``)."""
+        serializer = serializer_class(data=self.request.query_params)
+        if not serializer.is_valid():
+            raise QueryValidationError(serializer.errors)
+        return dict(serializer.validated_data)

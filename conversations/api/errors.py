@@ -1,0 +1,231 @@
+"""The API's one error shape, and the one place exceptions become HTTP answers.
+
+Every error response is ``{"code": ..., "detail": ..., "errors": [...]}``:
+
+- ``code``: a stable machine-readable string (the app's exception codes, DRF's
+  codes such as ``not_found`` or ``throttled``, ``invalid`` for field errors);
+- ``detail``: one sentence for humans, never a traceback nor a secret;
+- ``errors``: a list of ``{"pointer", "parameter", "code", "detail"}`` items
+  locating each problem: ``pointer`` is an RFC 6901 JSON pointer into the
+  request body (``/messages/3/tool_call_id``), ``parameter`` a query parameter
+  name; the one that does not apply is ``null``. Empty when nothing to locate.
+
+The app's views install :func:`exception_handler` through their base class
+(``get_exception_handler``), so the host never changes DRF's global settings.
+Exceptions this module does not know are not caught.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Final
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import set_rollback
+
+from conversations.exceptions import (
+    ConfigurationError,
+    ConversationBusy,
+    ConversationsError,
+    InvalidArgumentError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderTimeout,
+    RunCancelled,
+)
+
+__all__ = [
+    "ERROR_STATUSES",
+    "APIError",
+    "QueryValidationError",
+    "blame_configuration",
+    "error_body",
+    "error_item",
+    "exception_handler",
+    "json_pointer",
+    "status_for_code",
+    "status_for_exception",
+]
+
+ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
+    (InvalidArgumentError, status.HTTP_400_BAD_REQUEST),
+    (ConversationBusy, status.HTTP_409_CONFLICT),
+    (RunCancelled, status.HTTP_409_CONFLICT),
+    # The server is set up wrongly (a key reference that does not resolve, no
+    # profile): not the client's fault, and not a bug (500) either.
+    (ConfigurationError, status.HTTP_503_SERVICE_UNAVAILABLE),
+    # Order matters: the first matching class wins (ProviderTimeout is a
+    # ProviderConnectionError, both are ProviderErrors).
+    (ProviderTimeout, status.HTTP_504_GATEWAY_TIMEOUT),
+    (ProviderConnectionError, status.HTTP_503_SERVICE_UNAVAILABLE),
+    (ProviderRateLimited, status.HTTP_503_SERVICE_UNAVAILABLE),
+    (ProviderError, status.HTTP_502_BAD_GATEWAY),
+)
+"""The app's exceptions and their HTTP status: the only mapping in the API."""
+
+
+def status_for_exception(exc: ConversationsError | type[ConversationsError]) -> int | None:
+    """The HTTP status for one of the app's exceptions (or its class); ``None`` if unmapped."""
+    cls = exc if isinstance(exc, type) else type(exc)
+    for base, code in ERROR_STATUSES:
+        if issubclass(cls, base):
+            return code
+    return None
+
+
+def _subclasses(cls: type[ConversationsError]) -> Iterable[type[ConversationsError]]:
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from _subclasses(sub)
+
+
+def status_for_code(code: str) -> int | None:
+    """The HTTP status for a stored error code (``Run.error_code``); ``None`` if unknown.
+
+    Derived from :data:`ERROR_STATUSES` through each exception class's ``code``,
+    so a failed run answers exactly as the raised exception would have.
+    """
+    for cls in _subclasses(ConversationsError):
+        if cls.code == code:
+            return status_for_exception(cls)
+    return None
+
+
+@contextmanager
+def blame_configuration() -> Iterator[None]:
+    """Around a service called with validated input: a bad value is now the server's.
+
+    An :class:`InvalidArgumentError` raised there comes from stored state (a
+    profile forcing a tool it does not offer, a history an adapter refuses),
+    not from the request, so it must not point into the request body: it
+    becomes a :class:`ConfigurationError` (503) that keeps its code.
+    """
+    try:
+        yield
+    except InvalidArgumentError as exc:
+        raise ConfigurationError(exc.detail, code=exc.code) from exc
+
+
+class APIError(exceptions.APIException):
+    """An API answer with its own code and located errors (413, unknown export format)."""
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        code: str,
+        status_code: int = status.HTTP_400_BAD_REQUEST,
+        errors: Iterable[Mapping[str, Any]] = (),
+    ) -> None:
+        super().__init__(detail=detail, code=code)
+        self.code = code
+        self.status_code = status_code
+        self.errors = [dict(item) for item in errors]
+
+
+class QueryValidationError(exceptions.ValidationError):
+    """Field errors about query parameters (located by ``parameter``, not ``pointer``)."""
+
+
+def json_pointer(path: Iterable[str | int]) -> str:
+    """An RFC 6901 pointer to ``path`` (``~`` and ``/`` in keys escaped)."""
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+
+
+def error_item(
+    code: str, detail: str, *, pointer: str | None = None, parameter: str | None = None
+) -> dict[str, Any]:
+    """One located problem of an error answer."""
+    return {"pointer": pointer, "parameter": parameter, "code": code, "detail": str(detail)}
+
+
+def error_body(code: str, detail: str, errors: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The one error shape."""
+    return {"code": code, "detail": str(detail), "errors": [dict(item) for item in errors]}
+
+
+def _field_errors(detail: Any, path: tuple[str | int, ...] = ()) -> Iterable[tuple[tuple, Any]]:
+    """Flatten DRF's nested error detail into ``(path, ErrorDetail)`` pairs."""
+    if isinstance(detail, Mapping):
+        for key, value in detail.items():
+            # Errors about the object as a whole locate the object itself.
+            sub = path if key == api_settings.NON_FIELD_ERRORS_KEY else (*path, key)
+            yield from _field_errors(value, sub)
+    elif isinstance(detail, list):
+        if all(isinstance(item, str) for item in detail):
+            for item in detail:
+                yield path, item
+        else:
+            # A list of child results (many=True): one entry per item, {} when valid.
+            for index, item in enumerate(detail):
+                yield from _field_errors(item, (*path, index))
+    else:
+        yield path, detail
+
+
+def _validation_errors(exc: exceptions.ValidationError) -> list[dict[str, Any]]:
+    query = isinstance(exc, QueryValidationError)
+    items = []
+    for path, detail in _field_errors(exc.detail):
+        code = getattr(detail, "code", None) or "invalid"
+        if query:
+            items.append(error_item(code, detail, parameter="/".join(map(str, path)) or None))
+        else:
+            items.append(error_item(code, detail, pointer=json_pointer(path)))
+    return items
+
+
+def _api_exception_code(exc: exceptions.APIException) -> str:
+    codes = exc.get_codes()
+    return codes if isinstance(codes, str) else exc.default_code
+
+
+def _api_exception_detail(exc: exceptions.APIException) -> str:
+    return str(exc.detail) if isinstance(exc.detail, str) else str(exc.default_detail)
+
+
+def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | None:
+    """Turn a known exception into the one error shape; ``None`` for anything else."""
+    if isinstance(exc, Http404):
+        # Django's message can name the model; the client learns only "not found".
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+
+    headers: dict[str, str] = {}
+    if isinstance(exc, APIError):
+        code, body = exc.status_code, error_body(exc.code, str(exc.detail), exc.errors)
+    elif isinstance(exc, exceptions.ValidationError):
+        errors = _validation_errors(exc)
+        detail = errors[0]["detail"] if len(errors) == 1 else "The request is not valid."
+        code, body = exc.status_code, error_body("invalid", detail, errors)
+    elif isinstance(exc, exceptions.APIException):
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))
+        code = exc.status_code
+        body = error_body(_api_exception_code(exc), _api_exception_detail(exc))
+    elif isinstance(exc, ConversationsError):
+        mapped = status_for_exception(exc)
+        if mapped is None:
+            return None
+        errors = []
+        if isinstance(exc, InvalidArgumentError) and exc.field is not None:
+            # ``field`` is a slash path into the request body (the views prefix it).
+            errors.append(
+                error_item(exc.code, exc.detail, pointer=json_pointer(exc.field.split("/")))
+            )
+        if isinstance(exc, ProviderRateLimited) and exc.retry_after is not None:
+            headers["Retry-After"] = str(int(exc.retry_after))
+        code, body = mapped, error_body(exc.code, exc.detail, errors)
+    else:
+        return None
+    set_rollback()
+    return Response(body, status=code, headers=headers)

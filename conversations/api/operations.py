@@ -1,0 +1,151 @@
+"""Use cases the API needs that ``conversations.services`` does not offer yet.
+
+Each is a keyword-only function in the services' style, built only on the
+existing services and selectors, so that it can move to
+``conversations/services/conversations.py`` unchanged; the views call them as
+they call any service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from django.db import transaction
+from django.utils import timezone
+
+from conversations.domain import normalise_messages
+from conversations.exceptions import ConversationBusy, InvalidArgumentError
+from conversations.models import Conversation, Profile, Run
+from conversations.providers.base import HTTPProvider
+from conversations.selectors import open_tool_calls
+from conversations.services import append_messages, create_conversation
+from conversations.services.providers import completion_options, get_default_profile
+from conversations.services.recovery import recover_runs
+from conversations.services.tool_loop import history_for_provider
+from conversations.services.tools import available_tools
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "delete_conversation",
+    "export_payload",
+    "import_conversation",
+    "update_conversation",
+]
+
+_DRY_RUN_KEY: Final = "dry-run-placeholder-never-sent"  # a placeholder, never sent
+
+
+def _openai() -> HTTPProvider:
+    from conversations.providers.openai import OpenAIProvider
+
+    return OpenAIProvider(api_key=_DRY_RUN_KEY)
+
+
+def _anthropic() -> HTTPProvider:
+    from conversations.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider(api_key=_DRY_RUN_KEY)
+
+
+def _gemini() -> HTTPProvider:
+    from conversations.providers.gemini import GeminiProvider
+
+    return GeminiProvider(api_key=_DRY_RUN_KEY)
+
+
+def _ollama() -> HTTPProvider:
+    from conversations.providers.ollama import OllamaProvider
+
+    return OllamaProvider()
+
+
+EXPORT_FORMATS: Final[Mapping[str, Callable[[], HTTPProvider]]] = {
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+    "ollama": _ollama,
+}
+"""Export format -> an adapter used only for its pure ``build_payload`` (no HTTP)."""
+
+
+def export_payload(*, conversation: Conversation, format: str) -> dict[str, Any]:
+    """The request body ``format``'s adapter would send for the next turn; nothing is sent.
+
+    Same inputs as the tool loop: the conversation's profile (else the
+    default one), its system prompt before the stored history, the tools it
+    may offer and its completion options. Raises ``KeyError`` for an unknown
+    format (the caller validates it against :data:`EXPORT_FORMATS`).
+    """
+    adapter = EXPORT_FORMATS[format]()
+    profile = conversation.profile or get_default_profile()
+    history = history_for_provider(conversation=conversation, profile=profile)
+    tools = available_tools(allowed=profile.allowed_tools if profile else None)
+    specs = [tool.spec for tool in tools.values()]
+    options = completion_options(profile, tools_offered=bool(specs))
+    return adapter.build_payload(history, specs, options)
+
+
+def import_conversation(
+    *,
+    owner: Any,
+    messages: Sequence[Any],
+    title: str = "",
+    profile: Profile | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Conversation:
+    """Create a conversation holding ``messages`` (OpenAI wire shape), all or nothing.
+
+    Every message goes through ``ChatMessage.from_dict`` and the batch through
+    ``append_messages``' pairing rules; an imported history must also answer
+    every call it makes (``unanswered_tool_calls`` otherwise). Errors are
+    :class:`InvalidArgumentError` whose ``field`` starts with ``messages/``.
+    """
+    try:
+        items = normalise_messages(messages)
+    except InvalidArgumentError as exc:
+        raise exc.at("messages") from None
+    with transaction.atomic():
+        conversation = create_conversation(
+            owner=owner, title=title, profile=profile, metadata=metadata
+        )
+        try:
+            append_messages(conversation=conversation, messages=items)
+            still_open = open_tool_calls(conversation=conversation)
+            if still_open:
+                call = still_open[0]
+                names = ", ".join(c.call_id for c in still_open)
+                raise InvalidArgumentError(
+                    f"every tool call must be answered; unanswered: {names}",
+                    code="unanswered_tool_calls",
+                    field=f"{call.message.position}/tool_calls/{call.index}",
+                )
+        except InvalidArgumentError as exc:
+            raise exc.at("messages") from None
+    return conversation
+
+
+def update_conversation(*, conversation: Conversation, **changes: Any) -> Conversation:
+    """Set ``title``, ``profile`` and/or ``metadata``; other keys are refused."""
+    allowed = {"title", "profile", "metadata"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise InvalidArgumentError(
+            f"cannot change {', '.join(sorted(unknown))}", code="invalid_field"
+        )
+    if not changes:
+        return conversation
+    for name, value in changes.items():
+        setattr(conversation, name, value)
+    conversation.updated_at = timezone.now()
+    conversation.save(update_fields=[*changes, "updated_at"])
+    return conversation
+
+
+def delete_conversation(*, conversation: Conversation) -> None:
+    """Delete a conversation and its history; refused while a run is running on it."""
+    recover_runs(conversation=conversation)
+    with transaction.atomic():
+        if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
+            raise ConversationBusy("a run is running on this conversation; try again later")
+        conversation.delete()

@@ -1,0 +1,54 @@
+"""OpenAPI helpers: choice sets published as named components.
+
+drf-spectacular names an enum after the field holding it, so a run's
+``status`` and a tool call's ``status`` collide; fixing that would take a
+global ``ENUM_NAME_OVERRIDES`` setting. A :class:`NamedChoiceField` names its
+own component instead, so the host's settings stay untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from rest_framework import serializers
+
+__all__ = ["NamedChoiceField"]
+
+
+class NamedChoiceField(serializers.ChoiceField):
+    """A choice field whose choices form the schema component ``component_name``."""
+
+    def __init__(self, *, component_name: str, **kwargs: Any) -> None:
+        self.component_name = component_name
+        super().__init__(**kwargs)
+
+
+class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
+    """Publishes a :class:`NamedChoiceField`'s choices as one named enum component."""
+
+    target_class = NamedChoiceField
+
+    def get_name(self) -> str:
+        return self.target.component_name
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.target.choices)}
+
+
+def document(**kwargs: Any) -> Any:
+    """``extend_schema`` that works without the host's ``DEFAULT_SCHEMA_CLASS``.
+
+    drf-spectacular builds a method's schema class on top of DRF's global
+    default unless the function already names one; naming spectacular's
+    ``AutoSchema`` here keeps a host's REST_FRAMEWORK settings out of it.
+    """
+    from drf_spectacular.openapi import AutoSchema
+    from drf_spectacular.utils import extend_schema
+
+    def decorator(func: Any) -> Any:
+        if not hasattr(func, "schema") and "schema" not in getattr(func, "kwargs", {}):
+            func.schema = AutoSchema
+        return extend_schema(**kwargs)(func)
+
+    return decorator

@@ -1,0 +1,433 @@
+"""Request and response bodies of the API.
+
+Requests are validated here; responses are read from rows fetched with their
+relations and annotations (see ``views.py``), so serialising a page never
+queries. Input and output shapes are separate classes so the OpenAPI schema
+names each (``ConversationInput`` vs ``Conversation``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from django.core.validators import slug_re
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from conversations.conf import app_settings
+from conversations.models import Message, Profile, Provider, Run, RunStatus, ToolCallStatus
+
+from .errors import APIError, error_item, json_pointer
+from .schema import NamedChoiceField
+
+__all__ = [
+    "ConversationInputSerializer",
+    "ConversationListQuerySerializer",
+    "ConversationSerializer",
+    "ErrorSerializer",
+    "ImportInputSerializer",
+    "MessageInputSerializer",
+    "MessageListQuerySerializer",
+    "MessageSerializer",
+    "PostMessageResultSerializer",
+    "ProfileSerializer",
+    "RunFailureSerializer",
+    "RunSerializer",
+    "ToolSerializer",
+]
+
+MAX_IMPORT_MESSAGES = 1000
+"""Most messages one import may hold."""
+
+_ROLES = [choice[0] for choice in Message.Role.choices]
+
+
+def _duration_ms(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return max(0, round((end - start).total_seconds() * 1000))
+
+
+# Storable JSON -----------------------------------------------------------------------
+
+
+def _unstorable(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple, str, str]]:
+    """Where ``value`` holds something no database column can store, and why.
+
+    PostgreSQL refuses NUL characters in text and JSON, both databases refuse
+    strings that are not valid Unicode (lone surrogates), and ``1e400`` parses
+    to infinity, which is not JSON. Caught here, they are a 400, not a 500.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            yield path, "null_characters_not_allowed", "Null characters are not allowed."
+        else:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                yield (
+                    path,
+                    "surrogate_characters_not_allowed",
+                    "Surrogate characters are not allowed.",
+                )
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            yield path, "invalid_number", "Numbers must be finite."
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _unstorable(key, (*path, key))
+            yield from _unstorable(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unstorable(item, (*path, index))
+
+
+def check_storable(value: Any, *, field: str) -> None:
+    """Raise a 400 naming the first part of ``value`` that cannot be stored."""
+    for path, code, detail in _unstorable(value, ()):
+        raise APIError(
+            detail,
+            code="invalid",
+            errors=[error_item(code, detail, pointer=json_pointer((field, *path)))],
+        )
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class JSONObjectField(serializers.JSONField):
+    """A JSON object (a dict), storable in PostgreSQL and SQLite."""
+
+    default_error_messages = {"not_an_object": "Must be a JSON object."}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = super().to_internal_value(data)
+        if not isinstance(value, dict):
+            self.fail("not_an_object")
+        return value
+
+
+class ProfileSlugField(serializers.SlugRelatedField):
+    """An active profile, named by its slug."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("queryset", Profile.objects.filter(is_active=True))
+        super().__init__(slug_field="slug", **kwargs)
+
+    def to_internal_value(self, data: Any) -> Profile:
+        # Only slug-shaped text reaches the database (NUL would be a 500 there).
+        if not isinstance(data, str) or not slug_re.fullmatch(data):
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:100])
+        return super().to_internal_value(data)
+
+
+# Errors ------------------------------------------------------------------------------
+
+
+class ErrorItemSerializer(serializers.Serializer):
+    """One located problem."""
+
+    pointer = serializers.CharField(
+        allow_null=True,
+        help_text='RFC 6901 pointer into the request body, e.g. "/messages/3/tool_call_id" '
+        '("" is the whole body); null when the problem is not in the body.',
+    )
+    parameter = serializers.CharField(
+        allow_null=True, help_text="The query parameter at fault; null otherwise."
+    )
+    code = serializers.CharField()
+    detail = serializers.CharField()
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error answer of the API."""
+
+    code = serializers.CharField(help_text="Stable machine-readable code.")
+    detail = serializers.CharField(help_text="Human-readable explanation.")
+    errors = ErrorItemSerializer(many=True)
+
+
+# Tool calls, usage -------------------------------------------------------------------
+
+
+class UsageSerializer(serializers.Serializer):
+    """Token counts."""
+
+    prompt_tokens = serializers.IntegerField(allow_null=True)
+    completion_tokens = serializers.IntegerField(allow_null=True)
+    total_tokens = serializers.IntegerField(allow_null=True)
+    cached_prompt_tokens = serializers.IntegerField(allow_null=True)
+    reasoning_tokens = serializers.IntegerField(allow_null=True)
+
+
+_USAGE_FIELDS = tuple(UsageSerializer._declared_fields)
+
+
+def _usage(obj: Any) -> dict[str, int | None] | None:
+    values = {name: getattr(obj, name) for name in _USAGE_FIELDS}
+    if all(value is None for value in values.values()):
+        return None
+    return values
+
+
+class ToolCallSerializer(serializers.Serializer):
+    """One call an assistant message made."""
+
+    id = serializers.CharField(source="call_id", help_text="The provider's call id.")
+    name = serializers.CharField()
+    arguments = serializers.DictField(help_text="The decoded arguments (a JSON object).")
+    raw_arguments = serializers.CharField(
+        allow_null=True,
+        help_text="The model's argument text when it was not a JSON object (never executed).",
+    )
+    status = NamedChoiceField(choices=ToolCallStatus.choices, component_name="ToolCallStatus")
+    duration_ms = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_duration_ms(self, obj: Any) -> int | None:
+        return _duration_ms(obj.started_at, obj.finished_at)
+
+
+# Messages --------------------------------------------------------------------------
+
+
+class MessageSerializer(serializers.Serializer):
+    """One message of the history (assistant-only fields are null on other roles)."""
+
+    position = serializers.IntegerField()
+    role = serializers.ChoiceField(choices=Message.Role.choices)
+    content = serializers.CharField()
+    tool_calls = ToolCallSerializer(
+        source="tool_calls.all", many=True, help_text="Empty except on assistant messages."
+    )
+    tool_call_id = serializers.CharField(
+        source="tool_call.call_id",
+        allow_null=True,
+        help_text="On a tool message: the id of the call it answers.",
+    )
+    run = serializers.UUIDField(source="run_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+    model = serializers.CharField(allow_null=True)
+    finish_reason = serializers.CharField(allow_null=True)
+    usage = serializers.SerializerMethodField()
+    latency_ms = serializers.IntegerField(allow_null=True)
+
+    @extend_schema_field(UsageSerializer(allow_null=True))
+    def get_usage(self, obj: Message) -> dict[str, int | None] | None:
+        return _usage(obj)
+
+    def to_representation(self, instance: Message) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if instance.role != Message.Role.ASSISTANT:
+            data.update(model=None, finish_reason=None, usage=None, latency_ms=None)
+        return data
+
+
+class MessageListQuerySerializer(serializers.Serializer):
+    """Query parameters of the message list."""
+
+    after = serializers.IntegerField(
+        required=False,
+        min_value=-1,
+        max_value=2**31 - 1,
+        help_text="Only messages after this position (polling: the last position you have).",
+    )
+
+
+class MessageInputSerializer(serializers.Serializer):
+    """A user message to answer."""
+
+    content = serializers.CharField(
+        trim_whitespace=False,
+        help_text="The user's text; at most CONVERSATIONS['MAX_CONTENT_BYTES'] UTF-8 bytes "
+        "(default 32768), else 413 content_too_large.",
+    )
+
+    default_error_messages = {"blank": "This field may not be blank."}
+
+    def validate_content(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError(self.error_messages["blank"], code="blank")
+        limit = app_settings().MAX_CONTENT_BYTES
+        size = len(value.encode("utf-8"))
+        if size > limit:
+            detail = f"The content is {size} bytes (UTF-8); at most {limit} are accepted."
+            raise APIError(
+                detail,
+                code="content_too_large",
+                status_code=413,
+                errors=[error_item("content_too_large", detail, pointer="/content")],
+            )
+        return value
+
+
+# Runs ------------------------------------------------------------------------------
+
+
+class RunSerializer(serializers.Serializer):
+    """One execution of the tool loop."""
+
+    id = serializers.UUIDField()
+    conversation = serializers.UUIDField(source="conversation_id")
+    profile = serializers.CharField(source="profile.slug", allow_null=True)
+    status = NamedChoiceField(choices=RunStatus.choices, component_name="RunStatus")
+    termination_reason = NamedChoiceField(
+        source="status",
+        choices=RunStatus.choices,
+        component_name="RunStatus",
+        help_text="Why the run ended (running while it has not): its status.",
+    )
+    iterations = serializers.IntegerField()
+    max_iterations = serializers.IntegerField()
+    usage = serializers.SerializerMethodField()
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.SerializerMethodField()
+    error_code = serializers.CharField()
+    error_message = serializers.CharField()
+    final_content = serializers.CharField()
+    tool_calls = serializers.SerializerMethodField()
+
+    @extend_schema_field(UsageSerializer)
+    def get_usage(self, obj: Run) -> dict[str, int | None]:
+        return {name: getattr(obj, name) for name in _USAGE_FIELDS}
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_duration_ms(self, obj: Run) -> int | None:
+        return _duration_ms(obj.started_at, obj.finished_at)
+
+    @extend_schema_field(ToolCallSerializer(many=True))
+    def get_tool_calls(self, obj: Run) -> list[dict[str, Any]]:
+        # ``assistant_messages`` is prefetched with their calls (see views).
+        calls = [call for message in obj.assistant_messages for call in message.tool_calls.all()]
+        return ToolCallSerializer(calls, many=True).data
+
+
+class PostMessageResultSerializer(serializers.Serializer):
+    """What a posted message produced."""
+
+    run = RunSerializer()
+    messages = MessageSerializer(many=True, help_text="The messages the run added, in order.")
+
+
+class RunFailureSerializer(ErrorSerializer):
+    """A run that ended because the provider failed (502, 503, 504).
+
+    ``run`` and ``messages`` are absent when no run could start (a 503
+    ``configuration_error``): the body is then the plain error shape.
+    """
+
+    run = RunSerializer(required=False)
+    messages = MessageSerializer(
+        many=True, required=False, help_text="The messages the run added, in order."
+    )
+
+
+# Conversations -----------------------------------------------------------------------
+
+
+class LastRunSerializer(serializers.Serializer):
+    """The newest run of a conversation."""
+
+    id = serializers.UUIDField()
+    status = NamedChoiceField(choices=RunStatus.choices, component_name="RunStatus")
+
+
+class ConversationSerializer(serializers.Serializer):
+    """A conversation as listed and shown."""
+
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    profile = serializers.CharField(source="profile.slug", allow_null=True)
+    metadata = serializers.DictField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    message_count = serializers.IntegerField()
+    last_run = serializers.SerializerMethodField()
+
+    @extend_schema_field(LastRunSerializer(allow_null=True))
+    def get_last_run(self, obj: Any) -> dict[str, Any] | None:
+        if obj.last_run_id is None:
+            return None
+        return {"id": str(obj.last_run_id), "status": obj.last_run_status}
+
+
+class ConversationInputSerializer(serializers.Serializer):
+    """What a client may set on a conversation."""
+
+    title = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    profile = ProfileSlugField(
+        allow_null=True, required=False, help_text="Slug of an active profile; null for none."
+    )
+    metadata = JSONObjectField(required=False, help_text="Any JSON object, for the client.")
+
+    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
+        check_storable(value, field="metadata")
+        return value
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class _WireMessageField(serializers.JSONField):
+    """One message in the OpenAI wire shape; validated by the domain, not here."""
+
+
+class ImportInputSerializer(ConversationInputSerializer):
+    """A conversation to create from a history in the OpenAI wire shape."""
+
+    messages = serializers.ListField(
+        child=_WireMessageField(),
+        min_length=1,
+        max_length=MAX_IMPORT_MESSAGES,
+        help_text="Chat Completions messages: role, content, tool_calls (arguments as "
+        "JSON text or object), tool_call_id. Every tool call must be answered.",
+    )
+
+    def validate_messages(self, value: list[Any]) -> list[Any]:
+        check_storable(value, field="messages")
+        return value
+
+
+class ConversationListQuerySerializer(serializers.Serializer):
+    """Query parameters of the conversation list."""
+
+    q = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, help_text="Search in titles."
+    )
+
+
+# Configuration -------------------------------------------------------------------------
+
+
+class ToolSerializer(serializers.Serializer):
+    """A tool the model may be offered."""
+
+    name = serializers.CharField()
+    description = serializers.CharField()
+    parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
+
+
+class ProfileSerializer(serializers.Serializer):
+    """An active profile (never any key or key reference)."""
+
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+    model = serializers.CharField(source="language_model.model_id")
+    provider = serializers.CharField(source="language_model.provider.slug")
+    adapter = serializers.ChoiceField(
+        source="language_model.provider.adapter",
+        choices=Provider.Adapter.choices,
+    )
+    is_default = serializers.SerializerMethodField()
+    max_iterations = serializers.IntegerField()
+    allowed_tools = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="Tool names the profile may offer; null means every enabled tool.",
+    )
+
+    def get_is_default(self, obj: Profile) -> bool:
+        return obj.slug == self.context.get("default_profile")

@@ -1,0 +1,41 @@
+"""URLs of the REST API; the host mounts them with ``path("api/", include(...))``."""
+
+from django.urls import path
+
+from . import docs, views
+
+app_name = "conversations"
+
+urlpatterns = [
+    path("conversations/", views.ConversationListView.as_view(), name="conversation-list"),
+    path(
+        "conversations/import/",
+        views.ConversationImportView.as_view(),
+        name="conversation-import",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/",
+        views.ConversationDetailView.as_view(),
+        name="conversation-detail",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/messages/",
+        views.ConversationMessagesView.as_view(),
+        name="conversation-messages",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/runs/",
+        views.ConversationRunsView.as_view(),
+        name="conversation-runs",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/export/",
+        views.ConversationExportView.as_view(),
+        name="conversation-export",
+    ),
+    path("runs/<uuid:run_id>/", views.RunDetailView.as_view(), name="run-detail"),
+    path("tools/", views.ToolListView.as_view(), name="tool-list"),
+    path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
+    path("schema/", docs.SchemaView.as_view(), name="schema"),
+    path("docs/", docs.DocsView.as_view(), name="docs"),
+]

@@ -1,0 +1,441 @@
+"""The REST API's views: validate the input, call one service, serialise the output.
+
+Every query is scoped to ``owner=request.user``; another user's conversation,
+message or run is a 404. Errors leave through ``errors.exception_handler``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from conversations.models import Message, Profile, Run, ToolCall
+from conversations.services import create_conversation
+from conversations.services.providers import get_default_profile
+from conversations.services.tool_loop import run_tool_loop
+from conversations.services.tools import available_tools
+
+from . import operations
+from .base import ConversationsAPIView
+from .errors import APIError, blame_configuration, error_body, error_item, status_for_code
+from .pagination import ConversationPagination, MessagePagination, RunPagination
+from .schema import document
+from .serializers import (
+    ConversationInputSerializer,
+    ConversationListQuerySerializer,
+    ConversationSerializer,
+    ErrorSerializer,
+    ImportInputSerializer,
+    MessageInputSerializer,
+    MessageListQuerySerializer,
+    MessageSerializer,
+    PostMessageResultSerializer,
+    ProfileSerializer,
+    RunFailureSerializer,
+    RunSerializer,
+    ToolSerializer,
+)
+from .throttling import MessageRateThrottle
+
+__all__ = [
+    "ConversationDetailView",
+    "ConversationExportView",
+    "ConversationImportView",
+    "ConversationListView",
+    "ConversationMessagesView",
+    "ConversationRunsView",
+    "ProfileListView",
+    "RunDetailView",
+    "ToolListView",
+]
+
+
+# Reusable schema pieces --------------------------------------------------------------
+
+
+def _error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+ERR_400 = _error("The request is not valid (code `invalid` or a domain code; see `errors`).")
+ERR_400_LIST = _error("Invalid query parameters (`invalid`) or cursor (`invalid_cursor`).")
+ERR_401 = _error("No valid credentials (`not_authenticated`, `authentication_failed`).")
+ERR_403 = _error("Refused (`permission_denied`, e.g. a missing CSRF token with a session).")
+ERR_404 = _error("No such object among yours (`not_found`).")
+ERR_409 = _error("A run is already running on this conversation (`conversation_busy`).")
+AUTH_ERRORS = {401: ERR_401, 403: ERR_403}
+
+
+# Querysets --------------------------------------------------------------------------------
+
+
+def _with_calls(messages: Any) -> Any:
+    """Messages with what ``MessageSerializer`` reads, in two extra queries at most."""
+    return messages.select_related("tool_call").prefetch_related(
+        Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index"))
+    )
+
+
+def _runs(queryset: Any) -> Any:
+    """Runs with what ``RunSerializer`` reads: profile, assistant messages and their calls."""
+    assistant = (
+        Message.objects.filter(role=Message.Role.ASSISTANT)
+        .only("id", "run_id", "position")
+        .order_by("position")
+        .prefetch_related(Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")))
+    )
+    return queryset.select_related("profile").prefetch_related(
+        Prefetch("messages", queryset=assistant, to_attr="assistant_messages")
+    )
+
+
+def _failure_status(run: Run) -> int | None:
+    """502/503/504 for a run the provider made fail (the loop returns it, not raises)."""
+    if run.status != Run.Status.FAILED:
+        return None
+    code = status_for_code(run.error_code)
+    return code if code is not None and code >= 500 else None
+
+
+def _run_messages(run: Run) -> list[Message]:
+    return list(_with_calls(Message.objects.filter(run=run)).order_by("position"))
+
+
+# Conversations ----------------------------------------------------------------------------
+
+
+class _ConversationQueries(ConversationsAPIView):
+    def annotated(self) -> Any:
+        """The user's conversations with message count and last run, in one query."""
+        count = (
+            Message.objects.filter(conversation=OuterRef("pk"))
+            .order_by()
+            .values("conversation")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        last_run = Run.objects.filter(conversation=OuterRef("pk")).order_by("-started_at", "-id")
+        return (
+            self.owned_conversations()
+            .select_related("profile")
+            .annotate(
+                message_count=Coalesce(Subquery(count, output_field=IntegerField()), Value(0)),
+                last_run_id=Subquery(last_run.values("pk")[:1]),
+                last_run_status=Subquery(last_run.values("status")[:1]),
+            )
+        )
+
+    def show(self, conversation_id: Any, status_code: int = status.HTTP_200_OK) -> Response:
+        conversation = get_object_or_404(self.annotated(), pk=conversation_id)
+        return Response(ConversationSerializer(conversation).data, status=status_code)
+
+
+class ConversationListView(_ConversationQueries):
+    """The user's conversations."""
+
+    pagination_class = ConversationPagination
+
+    @document(
+        operation_id="conversations_list",
+        summary="List your conversations",
+        description="Most recently updated first; cursor pagination; `q` searches titles.",
+        parameters=[ConversationListQuerySerializer],
+        responses={200: ConversationSerializer(many=True), 400: ERR_400_LIST, **AUTH_ERRORS},
+        tags=["conversations"],
+    )
+    def get(self, request: Request) -> Response:
+        query = self.query(ConversationListQuerySerializer)
+        conversations = self.annotated()
+        if query.get("q"):
+            conversations = conversations.filter(title__icontains=query["q"])
+        page = self.paginate_queryset(conversations)
+        return self.get_paginated_response(ConversationSerializer(page, many=True).data)
+
+    @document(
+        operation_id="conversations_create",
+        summary="Start a conversation",
+        request=ConversationInputSerializer,
+        responses={201: ConversationSerializer, 400: ERR_400, **AUTH_ERRORS},
+        tags=["conversations"],
+    )
+    def post(self, request: Request) -> Response:
+        serializer = ConversationInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = create_conversation(owner=request.user, **serializer.validated_data)
+        return self.show(conversation.pk, status.HTTP_201_CREATED)
+
+
+class ConversationDetailView(_ConversationQueries):
+    """One of the user's conversations."""
+
+    @document(
+        operation_id="conversations_retrieve",
+        summary="Show a conversation",
+        responses={200: ConversationSerializer, 404: ERR_404, **AUTH_ERRORS},
+        tags=["conversations"],
+    )
+    def get(self, request: Request, conversation_id: Any) -> Response:
+        return self.show(conversation_id)
+
+    @document(
+        operation_id="conversations_update",
+        summary="Change title, profile or metadata",
+        request=ConversationInputSerializer(partial=True),
+        responses={200: ConversationSerializer, 400: ERR_400, 404: ERR_404, **AUTH_ERRORS},
+        tags=["conversations"],
+    )
+    def patch(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        serializer = ConversationInputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        operations.update_conversation(conversation=conversation, **serializer.validated_data)
+        return self.show(conversation.pk)
+
+    @document(
+        operation_id="conversations_destroy",
+        summary="Delete a conversation and its history",
+        request=None,
+        responses={204: None, 404: ERR_404, 409: ERR_409, **AUTH_ERRORS},
+        tags=["conversations"],
+    )
+    def delete(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        operations.delete_conversation(conversation=conversation)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ConversationImportView(_ConversationQueries):
+    """Create a conversation from a history in the OpenAI wire shape."""
+
+    @document(
+        operation_id="conversations_import",
+        summary="Import a conversation",
+        description=(
+            "Validates every message (`ChatMessage.from_dict`) and the pairing rules, and "
+            "saves all or nothing. An error answers 400 with the domain code (for example "
+            "`unknown_tool_call_id`) and a JSON pointer such as `/messages/3/tool_call_id`."
+        ),
+        request=ImportInputSerializer,
+        responses={201: ConversationSerializer, 400: ERR_400, **AUTH_ERRORS},
+        tags=["conversations"],
+    )
+    def post(self, request: Request) -> Response:
+        serializer = ImportInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = operations.import_conversation(
+            owner=request.user, **serializer.validated_data
+        )
+        return self.show(conversation.pk, status.HTTP_201_CREATED)
+
+
+# Messages ------------------------------------------------------------------------------------
+
+
+class ConversationMessagesView(ConversationsAPIView):
+    """The history of a conversation, and posting the next user message."""
+
+    pagination_class = MessagePagination
+
+    def get_throttles(self) -> list[Any]:
+        if self.request.method == "POST":
+            return [*super().get_throttles(), MessageRateThrottle()]
+        return super().get_throttles()
+
+    @document(
+        operation_id="conversations_messages_list",
+        summary="List the messages of a conversation",
+        description="Oldest first, by position; `after` returns only newer ones (polling).",
+        parameters=[MessageListQuerySerializer],
+        responses={
+            200: MessageSerializer(many=True),
+            400: ERR_400_LIST,
+            404: ERR_404,
+            **AUTH_ERRORS,
+        },
+        tags=["messages"],
+    )
+    def get(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        query = self.query(MessageListQuerySerializer)
+        messages = _with_calls(Message.objects.filter(conversation=conversation))
+        if "after" in query:
+            messages = messages.filter(position__gt=query["after"])
+        page = self.paginate_queryset(messages)
+        return self.get_paginated_response(MessageSerializer(page, many=True).data)
+
+    @document(
+        operation_id="conversations_messages_create",
+        summary="Send a message and run the tool loop",
+        description=(
+            "Runs the tool loop to its end and answers 201 with the run and the messages it "
+            "added. When the provider fails, the run ends `failed` and the answer is 502, 503 "
+            "or 504 with the provider's code, the run and its messages."
+        ),
+        request=MessageInputSerializer,
+        responses={
+            201: PostMessageResultSerializer,
+            400: ERR_400,
+            **AUTH_ERRORS,
+            404: ERR_404,
+            409: ERR_409,
+            413: _error("The content is larger than allowed (`content_too_large`)."),
+            429: _error("Too many messages; see `Retry-After` (`throttled`)."),
+            502: OpenApiResponse(RunFailureSerializer, description="The provider failed."),
+            503: OpenApiResponse(
+                RunFailureSerializer,
+                description="The provider is unreachable or rate-limited (with the run), or "
+                "the profile is unusable (`configuration_error` or the code of the adapter "
+                "refusing it, such as `unknown_tool_choice`; no run, nothing answered).",
+            ),
+            504: OpenApiResponse(RunFailureSerializer, description="The provider timed out."),
+        },
+        tags=["messages"],
+    )
+    def post(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        serializer = MessageInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        with blame_configuration():
+            run = run_tool_loop(
+                conversation=conversation, content=serializer.validated_data["content"]
+            )
+        run = _runs(Run.objects.filter(pk=run.pk)).get()
+        result = {
+            "run": RunSerializer(run).data,
+            "messages": MessageSerializer(_run_messages(run), many=True).data,
+        }
+        failure = _failure_status(run)
+        if failure is not None:
+            body = error_body(run.error_code, run.error_message)
+            return Response({**body, **result}, status=failure)
+        return Response(result, status=status.HTTP_201_CREATED)
+
+
+# Runs -----------------------------------------------------------------------------------------
+
+
+class ConversationRunsView(ConversationsAPIView):
+    """The runs of a conversation."""
+
+    pagination_class = RunPagination
+
+    @document(
+        operation_id="conversations_runs_list",
+        summary="List the runs of a conversation",
+        responses={
+            200: RunSerializer(many=True),
+            400: ERR_400_LIST,
+            404: ERR_404,
+            **AUTH_ERRORS,
+        },
+        tags=["runs"],
+    )
+    def get(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        page = self.paginate_queryset(_runs(Run.objects.filter(conversation=conversation)))
+        return self.get_paginated_response(RunSerializer(page, many=True).data)
+
+
+class RunDetailView(ConversationsAPIView):
+    """One run of one of the user's conversations."""
+
+    @document(
+        operation_id="runs_retrieve",
+        summary="Show a run",
+        responses={200: RunSerializer, 404: ERR_404, **AUTH_ERRORS},
+        tags=["runs"],
+    )
+    def get(self, request: Request, run_id: Any) -> Response:
+        runs = _runs(Run.objects.filter(conversation__owner=request.user))
+        return Response(RunSerializer(get_object_or_404(runs, pk=run_id)).data)
+
+
+# Export -----------------------------------------------------------------------------------------
+
+
+class ConversationExportView(ConversationsAPIView):
+    """The request body a provider would be sent for this history (a dry run)."""
+
+    @document(
+        operation_id="conversations_export",
+        summary="Export the history as a provider's request body",
+        description=(
+            "Exactly the JSON body the chosen adapter would send for the next turn (the "
+            "profile's system prompt, the history, the tools and options it offers). "
+            "Nothing is sent. `openai` is the Chat Completions body."
+        ),
+        parameters=[
+            OpenApiParameter(
+                "format",
+                OpenApiTypes.STR,
+                enum=list(operations.EXPORT_FORMATS),
+                default="openai",
+                description="Which provider's wire format.",
+            )
+        ],
+        responses={
+            200: OpenApiResponse(OpenApiTypes.OBJECT, description="The request body."),
+            400: _error("Unknown format (`invalid_format`)."),
+            404: ERR_404,
+            503: _error(
+                "The profile or stored history cannot be expressed in this format "
+                "(`configuration_error` or the adapter's code, e.g. `unknown_tool_choice`)."
+            ),
+            **AUTH_ERRORS,
+        },
+        tags=["conversations"],
+    )
+    def get(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        fmt = request.query_params.get("format", "openai")
+        if fmt not in operations.EXPORT_FORMATS:
+            valid = ", ".join(operations.EXPORT_FORMATS)
+            detail = f"Unknown format; valid formats: {valid}."
+            raise APIError(
+                detail,
+                code="invalid_format",
+                errors=[error_item("invalid_format", detail, parameter="format")],
+            )
+        with blame_configuration():
+            payload = operations.export_payload(conversation=conversation, format=fmt)
+        return Response(payload)
+
+
+# Configuration ------------------------------------------------------------------------------------
+
+
+class ToolListView(ConversationsAPIView):
+    """The tools that are registered and enabled."""
+
+    @document(
+        operation_id="tools_list",
+        summary="List the enabled tools",
+        responses={200: ToolSerializer(many=True), **AUTH_ERRORS},
+        tags=["configuration"],
+    )
+    def get(self, request: Request) -> Response:
+        return Response(ToolSerializer(available_tools().values(), many=True).data)
+
+
+class ProfileListView(ConversationsAPIView):
+    """The active profiles (never a key nor a key reference)."""
+
+    @document(
+        operation_id="profiles_list",
+        summary="List the active profiles",
+        responses={200: ProfileSerializer(many=True), **AUTH_ERRORS},
+        tags=["configuration"],
+    )
+    def get(self, request: Request) -> Response:
+        profiles = Profile.objects.filter(is_active=True).select_related("language_model__provider")
+        default = get_default_profile()
+        context = {"default_profile": default.slug if default else None}
+        return Response(ProfileSerializer(profiles, many=True, context=context).data)

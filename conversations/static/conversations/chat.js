@@ -1,0 +1,859 @@
+/*
+ * The chat page of django-llm-conversations: plain JavaScript over the REST API.
+ *
+ * Safety rule of this file: text that comes from a model, a tool or a user is
+ * only ever put into the page as text (text nodes / textContent), never as
+ * HTML, so a model cannot inject markup or script.
+ *
+ * While a message is being answered (the POST runs the whole tool loop), the
+ * page polls GET messages/?after=N so the tool calls appear as they are stored;
+ * the POST's answer then replaces what the polls showed with the final state.
+ */
+(() => {
+  "use strict";
+
+  const POLL_MS = 700;
+  const TITLE_LENGTH = 80;
+  const NARROW = "(max-width: 760px)";
+
+  const root = document.getElementById("llm-chat");
+  if (!root) {
+    return;
+  }
+  const apiRoot = root.dataset.apiRoot || "/api/";
+  const chatUrl = root.dataset.chatUrl || "/chat/";
+
+  const $ = (id) => document.getElementById(id);
+  const ui = {
+    alert: $("llm-alert"),
+    alertText: $("llm-alert-text"),
+    alertClose: $("llm-alert-close"),
+    composer: $("llm-composer"),
+    conversations: $("llm-conversations"),
+    history: $("llm-history"),
+    input: $("llm-message"),
+    more: $("llm-more"),
+    newForm: $("llm-new"),
+    profile: $("llm-profile"),
+    progress: $("llm-progress"),
+    send: $("llm-send"),
+    subtitle: $("llm-subtitle"),
+    title: $("llm-title"),
+    transcript: $("llm-transcript"),
+  };
+
+  const state = {
+    conversation: null, // {id, title, profile, ...} of the open conversation; null for a draft
+    profiles: new Map(), // slug -> profile
+    messages: new Map(), // position -> message, of the open conversation
+    results: new Map(), // tool_call_id -> tool message, of the open conversation
+    lastPosition: -1,
+    busy: false,
+    pending: null, // the element showing a user message not stored yet
+    nextConversations: null,
+    loadToken: 0, // bumped whenever another conversation is opened
+  };
+
+  const isCurrent = (id) => Boolean(state.conversation) && state.conversation.id === id;
+  const sleep = (ms) => new Promise((resolve) => window.setTimeout(resolve, ms));
+
+  // DOM helpers ------------------------------------------------------------------
+
+  /** An element with attributes and children; strings become text nodes, never HTML. */
+  function el(tag, attributes, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes || {})) {
+      if (value === null || value === undefined || value === false) {
+        continue;
+      }
+      if (name === "className") {
+        node.className = value;
+      } else {
+        node.setAttribute(name, value === true ? "" : String(value));
+      }
+    }
+    for (const child of children) {
+      if (child !== null && child !== undefined && child !== false) {
+        node.append(typeof child === "object" ? child : String(child));
+      }
+    }
+    return node;
+  }
+
+  function scrollToEnd() {
+    ui.transcript.scrollTop = ui.transcript.scrollHeight;
+  }
+
+  // The API ----------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, code, detail, errors) {
+      super(detail);
+      this.name = "ApiError";
+      this.status = status;
+      this.code = code;
+      this.detail = detail;
+      this.errors = errors;
+    }
+  }
+
+  function csrfToken() {
+    // The form's token works even with CSRF_COOKIE_HTTPONLY or CSRF_USE_SESSIONS.
+    const field = ui.composer.querySelector("input[name=csrfmiddlewaretoken]");
+    if (field && field.value) {
+      return field.value;
+    }
+    const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : "";
+  }
+
+  /** A short text for the API's ``errors`` (items {code, detail, pointer}) or DRF's field errors. */
+  function describeErrors(errors) {
+    if (!errors) {
+      return "";
+    }
+    if (Array.isArray(errors)) {
+      return errors
+        .map((item) => {
+          if (item && typeof item === "object" && item.detail) {
+            return item.pointer ? `${item.pointer}: ${item.detail}` : String(item.detail);
+          }
+          return describeErrors(item);
+        })
+        .filter(Boolean)
+        .join("; ");
+    }
+    if (typeof errors === "object") {
+      return Object.entries(errors)
+        .map(([key, value]) => {
+          const text = describeErrors(value);
+          return text ? `${key}: ${text}` : "";
+        })
+        .filter(Boolean)
+        .join("; ");
+    }
+    return String(errors);
+  }
+
+  async function api(method, url, body) {
+    const headers = { Accept: "application/json" };
+    const init = { method, headers, credentials: "same-origin" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    if (!["GET", "HEAD", "OPTIONS"].includes(method)) {
+      headers["X-CSRFToken"] = csrfToken();
+    }
+    let response;
+    try {
+      response = await fetch(url, init);
+    } catch {
+      throw new ApiError(
+        0,
+        "network_error",
+        "The server could not be reached; check the connection and try again."
+      );
+    }
+    let data = null;
+    if ((response.headers.get("Content-Type") || "").includes("json")) {
+      data = await response.json().catch(() => null);
+    }
+    if (response.ok) {
+      return data;
+    }
+    let detail = data && data.detail ? String(data.detail) : "";
+    // The API's shape is {code, detail, errors}; a plain DRF error is {field: [...]}.
+    const extra = data ? describeErrors(data.code || data.detail ? data.errors : data) : "";
+    if (!detail) {
+      detail = `The server answered ${response.status} ${response.statusText || ""}`.trim() + ".";
+    }
+    if (extra && extra !== detail && !extra.endsWith(detail)) {
+      detail += ` (${extra})`;
+    }
+    throw new ApiError(
+      response.status,
+      (data && data.code) || `http_${response.status}`,
+      detail,
+      data && data.errors
+    );
+  }
+
+  const conversationUrl = (id) => `${apiRoot}conversations/${encodeURIComponent(id)}/`;
+  const messagesUrl = (id, after = -1) =>
+    `${conversationUrl(id)}messages/` + (after >= 0 ? `?after=${encodeURIComponent(after)}` : "");
+  const pageItems = (data) => (Array.isArray(data) ? data : (data && data.results) || []);
+
+  // Alerts and progress ------------------------------------------------------------
+
+  function showError(error) {
+    let text = (error && (error.detail || error.message)) || String(error);
+    const code = error && error.code;
+    if (code && !code.startsWith("http_") && code !== "network_error") {
+      text += ` [${code}]`;
+    }
+    ui.alertText.textContent = text;
+    ui.alert.hidden = false;
+    if (!(error instanceof ApiError)) {
+      console.error(error); // a bug of this script: keep the stack for whoever debugs it
+    }
+  }
+
+  function hideError() {
+    ui.alert.hidden = true;
+    ui.alertText.textContent = "";
+  }
+
+  function setProgress(text) {
+    ui.progress.textContent = text || "";
+    ui.progress.hidden = !text;
+  }
+
+  function setBusy(busy) {
+    state.busy = busy;
+    ui.send.disabled = busy;
+    ui.transcript.setAttribute("aria-busy", String(busy));
+    if (!busy) {
+      setProgress("");
+    }
+  }
+
+  /** What the current run has done so far, from the messages after ``since``. */
+  function describeProgress(since) {
+    const names = [];
+    let answered = 0;
+    for (const message of state.messages.values()) {
+      if (message.position > since && message.role === "assistant") {
+        for (const call of message.tool_calls || []) {
+          names.push(call.name);
+          answered += state.results.has(call.id) ? 1 : 0;
+        }
+      }
+    }
+    if (!names.length) {
+      return "Waiting for the model…";
+    }
+    const calls = names.length === 1 ? "1 tool call" : `${names.length} tool calls`;
+    return `Working… ${calls} (${names.join(", ")}), ${answered} answered.`;
+  }
+
+  // Rendering the transcript ----------------------------------------------------------
+
+  function formatDuration(ms) {
+    if (ms === null || ms === undefined) {
+      return "";
+    }
+    return ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
+  }
+
+  /** JSON objects and arrays pretty-printed; any other text as it is. */
+  function prettyJson(text) {
+    try {
+      const value = JSON.parse(text);
+      if (value !== null && typeof value === "object") {
+        return JSON.stringify(value, null, 2);
+      }
+    } catch {
+      // Not JSON.
+    }
+    return text;
+  }
+
+  const hasRawArguments = (call) =>
+    call.raw_arguments !== null && call.raw_arguments !== undefined && call.raw_arguments !== "";
+
+  function callStatus(call) {
+    const status = call.status || "pending";
+    // A poll may have read the call before its result was stored.
+    if (state.results.has(call.id) && (status === "pending" || status === "running")) {
+      return "answered";
+    }
+    return status;
+  }
+
+  /** A card pairing one call (name, arguments) with its result; collapsed unless ``open``. */
+  function buildCard(call, open) {
+    const status = callStatus(call);
+    const duration = formatDuration(call.duration_ms);
+    const result = state.results.get(call.id);
+    return el(
+      "details",
+      { className: "llm-tool", "data-call-id": call.id, "data-status": status, open },
+      el(
+        "summary",
+        null,
+        // The spaces keep the summary readable as text (screen readers, copying).
+        el("span", { className: "llm-tool-kind" }, "Tool call"),
+        " ",
+        el("code", { className: "llm-tool-name" }, call.name),
+        " ",
+        el("span", { className: `llm-badge llm-badge-${status}` }, status),
+        duration && " ",
+        duration && el("span", { className: "llm-tool-duration" }, duration)
+      ),
+      el(
+        "div",
+        { className: "llm-tool-body" },
+        el("h3", null, "Arguments"),
+        hasRawArguments(call) &&
+          el("p", { className: "llm-help" }, "Not a JSON object, so the tool was not run:"),
+        el(
+          "pre",
+          { className: "llm-tool-arguments" },
+          hasRawArguments(call) ? call.raw_arguments : JSON.stringify(call.arguments || {}, null, 2)
+        ),
+        el("h3", null, "Result"),
+        result
+          ? el("pre", { className: "llm-tool-result" }, prettyJson(result.content || ""))
+          : el("p", { className: "llm-tool-waiting" }, "Waiting for the result…")
+      )
+    );
+  }
+
+  function findCard(callId) {
+    return [...ui.transcript.querySelectorAll(".llm-tool")].find(
+      (card) => card.dataset.callId === callId
+    );
+  }
+
+  /** Redraw the card of ``callId`` (its result arrived); false when it is not on the page. */
+  function refreshCard(callId) {
+    const card = findCard(callId);
+    if (!card) {
+      return false;
+    }
+    const message = state.messages.get(Number(card.closest(".llm-msg").dataset.position));
+    const call = (message.tool_calls || []).find((c) => c.id === callId);
+    card.replaceWith(buildCard(call, card.open));
+    return true;
+  }
+
+  const ROLE_LABELS = { user: "You", assistant: "Assistant", system: "System", tool: "Tool result" };
+
+  function buildMeta(message) {
+    const parts = [];
+    if (message.model) {
+      parts.push(message.model);
+    }
+    const total = message.usage && message.usage.total_tokens;
+    if (total !== null && total !== undefined) {
+      parts.push(`${total} tokens`);
+    }
+    return parts.length ? el("p", { className: "llm-msg-meta" }, parts.join(" · ")) : null;
+  }
+
+  function buildMessage(message, previous) {
+    const article = el(
+      "article",
+      { className: `llm-msg llm-msg-${message.role}`, "data-position": message.position },
+      el("p", { className: "llm-msg-role" }, ROLE_LABELS[message.role] || message.role)
+    );
+    if (message.role === "tool") {
+      // A result whose call is not on the page (should not happen): still shown.
+      article.append(el("pre", { className: "llm-tool-result" }, prettyJson(message.content || "")));
+      return article;
+    }
+    if (message.content) {
+      article.append(el("div", { className: "llm-msg-text" }, message.content));
+    }
+    const calls = message.tool_calls || [];
+    if (calls.length) {
+      // Redrawing keeps the cards the user opened open.
+      const open = new Set(
+        previous ? [...previous.querySelectorAll(".llm-tool[open]")].map((c) => c.dataset.callId) : []
+      );
+      article.append(
+        el("div", { className: "llm-tools" }, ...calls.map((call) => buildCard(call, open.has(call.id))))
+      );
+    }
+    const meta = message.role === "assistant" && buildMeta(message);
+    if (meta) {
+      article.append(meta);
+    }
+    return article;
+  }
+
+  function insertInOrder(node, position) {
+    const later = [...ui.transcript.querySelectorAll(".llm-msg[data-position]")].find(
+      (other) => Number(other.dataset.position) > position
+    );
+    if (later) {
+      ui.transcript.insertBefore(node, later);
+    } else if (state.pending && state.pending.isConnected) {
+      ui.transcript.insertBefore(node, state.pending); // the pending message stays last
+    } else {
+      ui.transcript.append(node);
+    }
+  }
+
+  /** Show ``message`` (new, or a newer state of one on the page). */
+  function renderMessage(message) {
+    const position = Number(message.position);
+    state.messages.set(position, message);
+    state.lastPosition = Math.max(state.lastPosition, position);
+    if (message.role === "user" && state.pending) {
+      state.pending.remove();
+      state.pending = null;
+    }
+    if (message.role === "tool" && message.tool_call_id) {
+      state.results.set(message.tool_call_id, message);
+      if (refreshCard(message.tool_call_id)) {
+        return;
+      }
+    }
+    const previous = ui.transcript.querySelector(`.llm-msg[data-position="${position}"]`);
+    const node = buildMessage(message, previous);
+    if (previous) {
+      previous.replaceWith(node);
+    } else {
+      insertInOrder(node, position);
+    }
+  }
+
+  function renderMessages(messages) {
+    if (messages.length) {
+      const placeholder = $("llm-placeholder");
+      if (placeholder) {
+        placeholder.remove();
+      }
+    }
+    [...messages].sort((a, b) => a.position - b.position).forEach(renderMessage);
+    scrollToEnd();
+  }
+
+  function resetTranscript(text) {
+    state.messages = new Map();
+    state.results = new Map();
+    state.lastPosition = -1;
+    state.pending = null;
+    ui.transcript.replaceChildren();
+    if (text) {
+      ui.transcript.append(el("p", { id: "llm-placeholder", className: "llm-placeholder" }, text));
+    }
+  }
+
+  function showPending(content) {
+    const placeholder = $("llm-placeholder");
+    if (placeholder) {
+      placeholder.remove();
+    }
+    state.pending = el(
+      "article",
+      { className: "llm-msg llm-msg-user llm-pending" },
+      el("p", { className: "llm-msg-role" }, "You"),
+      el("div", { className: "llm-msg-text" }, content)
+    );
+    ui.transcript.append(state.pending);
+    scrollToEnd();
+  }
+
+  function dropPending() {
+    if (state.pending) {
+      state.pending.remove();
+      state.pending = null;
+    }
+  }
+
+  // Profiles and the conversation list ------------------------------------------------
+
+  function profileLabel(profile) {
+    let label = profile.name || profile.slug;
+    if (profile.model) {
+      label += ` — ${profile.model}`;
+    }
+    if (profile.adapter === "demo" && !/offline/i.test(label)) {
+      label += " (offline demo)";
+    }
+    return label;
+  }
+
+  function profileName(slug) {
+    const profile = slug && state.profiles.get(slug);
+    return profile ? profile.name : slug || "";
+  }
+
+  async function loadProfiles() {
+    let profiles;
+    try {
+      profiles = pageItems(await api("GET", `${apiRoot}profiles/`));
+    } catch (error) {
+      ui.profile.replaceChildren(el("option", { value: "" }, "Profiles could not be loaded"));
+      showError(error);
+      return;
+    }
+    state.profiles = new Map(profiles.map((profile) => [profile.slug, profile]));
+    ui.profile.disabled = !profiles.length;
+    ui.profile.replaceChildren(
+      ...(profiles.length
+        ? profiles.map((profile) =>
+            el("option", { value: profile.slug, selected: Boolean(profile.is_default) }, profileLabel(profile))
+          )
+        : [el("option", { value: "" }, "No profiles yet: add one in the admin")])
+    );
+  }
+
+  function conversationItem(conversation) {
+    const when = conversation.updated_at || conversation.created_at;
+    const date = when ? new Date(when) : null;
+    return el(
+      "li",
+      null,
+      el(
+        "a",
+        {
+          href: `${chatUrl}${encodeURIComponent(conversation.id)}/`,
+          "data-id": conversation.id,
+          "aria-current": isCurrent(conversation.id) ? "page" : null,
+        },
+        el("span", { className: "llm-conv-title" }, conversation.title || "Untitled conversation"),
+        el(
+          "span",
+          { className: "llm-conv-meta" },
+          conversation.profile ? `${profileName(conversation.profile)} · ` : "",
+          date && el("time", { datetime: when }, isNaN(date) ? when : date.toLocaleString())
+        )
+      )
+    );
+  }
+
+  function showEmptyList() {
+    if (!ui.conversations.querySelector("li")) {
+      ui.conversations.append(el("li", { className: "llm-empty-list" }, "No conversations yet."));
+    }
+  }
+
+  async function loadConversations(url, append) {
+    let data;
+    try {
+      data = await api("GET", url || `${apiRoot}conversations/`);
+    } catch (error) {
+      showError(error); // the list the server rendered stays
+      return;
+    }
+    const items = pageItems(data).map(conversationItem);
+    if (append) {
+      ui.conversations.append(...items);
+    } else {
+      ui.conversations.replaceChildren(...items);
+    }
+    showEmptyList();
+    state.nextConversations = (data && data.next) || null;
+    ui.more.hidden = !state.nextConversations;
+  }
+
+  function putFirstInList(conversation) {
+    for (const link of ui.conversations.querySelectorAll("a[data-id]")) {
+      if (link.dataset.id === String(conversation.id)) {
+        link.closest("li").remove();
+      }
+    }
+    const empty = ui.conversations.querySelector(".llm-empty-list");
+    if (empty) {
+      empty.remove();
+    }
+    ui.conversations.prepend(
+      conversationItem({ ...conversation, updated_at: new Date().toISOString() })
+    );
+  }
+
+  function markCurrentInList() {
+    for (const link of ui.conversations.querySelectorAll("a[data-id]")) {
+      if (isCurrent(link.dataset.id)) {
+        link.setAttribute("aria-current", "page");
+      } else {
+        link.removeAttribute("aria-current");
+      }
+    }
+  }
+
+  function updateHeader() {
+    if (state.conversation) {
+      ui.title.textContent = state.conversation.title || "Untitled conversation";
+      ui.subtitle.textContent = profileName(state.conversation.profile);
+      document.title = `${ui.title.textContent} · Chat`;
+    } else {
+      ui.title.textContent = "New conversation";
+      ui.subtitle.textContent = ui.profile.value ? `Profile: ${profileName(ui.profile.value)}` : "";
+      document.title = "Chat";
+    }
+  }
+
+  // Opening conversations -----------------------------------------------------------
+
+  async function openConversation(id, push) {
+    const token = ++state.loadToken;
+    const stale = () => token !== state.loadToken;
+    hideError();
+    resetTranscript("Loading messages…");
+    state.conversation = { id, title: ui.title.textContent, profile: null };
+    markCurrentInList();
+    if (push) {
+      window.history.pushState({ conversation: id }, "", `${chatUrl}${encodeURIComponent(id)}/`);
+    }
+    try {
+      const conversation = await api("GET", conversationUrl(id));
+      if (stale()) {
+        return;
+      }
+      state.conversation = conversation;
+      updateHeader();
+      let url = messagesUrl(id);
+      while (url) {
+        const data = await api("GET", url);
+        if (stale()) {
+          return;
+        }
+        renderMessages(pageItems(data));
+        url = data && data.next;
+      }
+      if (!state.messages.size) {
+        resetTranscript("No messages yet. Ask something below.");
+      }
+    } catch (error) {
+      if (!stale()) {
+        resetTranscript("");
+        showError(error);
+      }
+    }
+  }
+
+  function startDraft(push) {
+    state.loadToken += 1;
+    state.conversation = null;
+    hideError();
+    resetTranscript("Ask something below: your first message starts the conversation.");
+    markCurrentInList();
+    updateHeader();
+    if (push) {
+      window.history.pushState({ conversation: null }, "", chatUrl);
+    }
+    ui.input.focus();
+  }
+
+  function idFromLocation() {
+    const path = window.location.pathname;
+    return path.startsWith(chatUrl) ? decodeURIComponent(path.slice(chatUrl.length).replace(/\/$/, "")) : "";
+  }
+
+  // Sending a message ---------------------------------------------------------------
+
+  function titleFrom(content) {
+    const line = content.trim().split("\n")[0].trim();
+    return line.length > TITLE_LENGTH ? `${line.slice(0, TITLE_LENGTH - 1)}…` : line;
+  }
+
+  /** Poll new messages of ``id`` until ``stop()``, which resolves once no poll is in flight. */
+  function startPolling(id, since) {
+    let active = true;
+    let timer = null;
+    let inFlight = Promise.resolve();
+    const tick = () => {
+      inFlight = (async () => {
+        try {
+          const data = await api("GET", messagesUrl(id, state.lastPosition));
+          if (active && isCurrent(id)) {
+            renderMessages(pageItems(data));
+            setProgress(describeProgress(since));
+          }
+        } catch {
+          // Progress is a nicety: the POST reports what matters.
+        }
+        if (active) {
+          timer = window.setTimeout(tick, POLL_MS);
+        }
+      })();
+    };
+    timer = window.setTimeout(tick, POLL_MS);
+    return {
+      stop() {
+        active = false;
+        window.clearTimeout(timer);
+        return inFlight;
+      },
+    };
+  }
+
+  /** When a worker runs the loop (EXECUTOR "celery"), wait for the run to end. */
+  async function waitForRun(conversationId, run, since) {
+    while (run.status === "running") {
+      await sleep(POLL_MS);
+      run = await api("GET", `${apiRoot}runs/${encodeURIComponent(run.id)}/`);
+    }
+    const data = await api("GET", messagesUrl(conversationId, since));
+    return { run, messages: pageItems(data) };
+  }
+
+  function reportRun(run) {
+    if (!run || run.status === "completed") {
+      return;
+    }
+    let detail = `The run ended with status “${run.status}”`;
+    if (run.error_code) {
+      detail += ` (${run.error_code})`;
+    }
+    showError({ detail: run.error_message ? `${detail}: ${run.error_message}` : `${detail}.` });
+  }
+
+  /** The open conversation, or a new one (titled after the message) for a draft. */
+  async function ensureConversation(content) {
+    if (state.conversation) {
+      return state.conversation;
+    }
+    const body = { title: titleFrom(content) };
+    if (ui.profile.value) {
+      body.profile = ui.profile.value;
+    }
+    const conversation = await api("POST", `${apiRoot}conversations/`, body);
+    state.loadToken += 1;
+    state.conversation = conversation;
+    window.history.pushState(
+      { conversation: conversation.id },
+      "",
+      `${chatUrl}${encodeURIComponent(conversation.id)}/`
+    );
+    putFirstInList(conversation);
+    markCurrentInList();
+    updateHeader();
+    return conversation;
+  }
+
+  async function send(content) {
+    if (state.busy || !content.trim()) {
+      return;
+    }
+    hideError();
+    setBusy(true);
+    setProgress("Sending…");
+    showPending(content);
+    ui.input.value = "";
+    const since = state.lastPosition;
+    let conversation = null;
+    try {
+      conversation = await ensureConversation(content);
+      setProgress(describeProgress(since));
+      const poller = startPolling(conversation.id, since);
+      let result;
+      try {
+        result = await api("POST", messagesUrl(conversation.id), { content });
+        if (result && result.run && result.run.status === "running") {
+          result = await waitForRun(conversation.id, result.run, since);
+        }
+      } finally {
+        // Let a poll in flight land first, so it cannot overwrite the final state.
+        await poller.stop();
+      }
+      if (isCurrent(conversation.id)) {
+        renderMessages((result && result.messages) || []);
+        reportRun(result && result.run);
+        if (state.pending) {
+          // The answer did not include the user's message: read what is stored.
+          renderMessages(pageItems(await api("GET", messagesUrl(conversation.id, since))));
+          dropPending();
+        }
+      }
+      putFirstInList(conversation);
+      markCurrentInList();
+    } catch (error) {
+      showError(error);
+      dropPending();
+      await recover(conversation, since, content);
+    } finally {
+      setBusy(false);
+      ui.input.focus();
+    }
+  }
+
+  /**
+   * After a failed send, show what is stored (a provider error can come after
+   * the user's message was saved) and give the text back when it was not.
+   */
+  async function recover(conversation, since, content) {
+    if (conversation && isCurrent(conversation.id)) {
+      try {
+        renderMessages(pageItems(await api("GET", messagesUrl(conversation.id, since))));
+      } catch {
+        // The alert already tells what went wrong.
+      }
+    }
+    const stored = [...state.messages.values()].some(
+      (message) => message.position > since && message.role === "user"
+    );
+    if (!stored && !ui.input.value) {
+      ui.input.value = content;
+    }
+  }
+
+  // Wiring ---------------------------------------------------------------------------
+
+  ui.composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send(ui.input.value);
+  });
+
+  ui.input.addEventListener("keydown", (event) => {
+    // Enter sends; Shift+Enter (and Enter while an input method composes) adds a line.
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send(ui.input.value);
+    }
+  });
+
+  ui.newForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    startDraft(true);
+  });
+
+  ui.profile.addEventListener("change", () => {
+    if (!state.conversation) {
+      updateHeader();
+    }
+  });
+
+  ui.alertClose.addEventListener("click", hideError);
+
+  ui.more.addEventListener("click", () => {
+    if (state.nextConversations) {
+      loadConversations(state.nextConversations, true);
+    }
+  });
+
+  ui.conversations.addEventListener("click", (event) => {
+    const link = event.target.closest("a[data-id]");
+    if (!link || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) {
+      return; // let the browser open it (new tab, ...)
+    }
+    event.preventDefault();
+    if (window.matchMedia(NARROW).matches) {
+      ui.history.open = false;
+    }
+    openConversation(link.dataset.id, true);
+  });
+
+  window.addEventListener("popstate", () => {
+    const id = idFromLocation();
+    if (id) {
+      openConversation(id, false);
+    } else {
+      startDraft(false);
+    }
+  });
+
+  // Start -----------------------------------------------------------------------------
+
+  if (window.matchMedia(NARROW).matches) {
+    ui.history.open = false; // on a phone the list folds away above the chat
+  }
+  const initial = root.dataset.conversation;
+  if (initial) {
+    state.conversation = { id: initial, title: ui.title.textContent, profile: null };
+  }
+  (async () => {
+    await loadProfiles();
+    await loadConversations(null, false);
+    if (initial) {
+      await openConversation(initial, false);
+    } else {
+      updateHeader();
+    }
+  })();
+})();

@@ -1,0 +1,1 @@
+"""The chat page, served by the app and built on the REST API."""

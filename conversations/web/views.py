@@ -1,0 +1,55 @@
+"""The chat page, served by the app and built on the REST API.
+
+The view only renders the shell: the user's recent conversations (so the page
+is useful before any script runs) and the URLs the script talks to. Everything
+else, profiles, messages and runs, goes through the REST API, exactly as any
+other front end would use it.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from conversations.models import Conversation
+
+__all__ = ["RECENT_CONVERSATIONS", "api_root", "chat"]
+
+RECENT_CONVERSATIONS = 50
+"""How many conversations the page lists before the script loads more through the API."""
+
+
+def api_root() -> str:
+    """Where the host mounted the app's REST API (``/api/`` in the example project)."""
+    try:
+        profiles = reverse("conversations:profile-list")
+    except NoReverseMatch:
+        # The API is not mounted: the page still renders and reports the
+        # failing requests in its alert region instead of crashing here.
+        return "/api/"
+    return profiles.removesuffix("profiles/")
+
+
+@login_required
+@ensure_csrf_cookie
+def chat(request: HttpRequest, conversation_id: UUID | None = None) -> HttpResponse:
+    """The chat page; ``conversation_id`` opens one of the user's conversations."""
+    conversations = Conversation.objects.filter(owner=request.user).select_related("profile")
+    current = None
+    if conversation_id is not None:
+        current = conversations.filter(pk=conversation_id).first()
+        if current is None:
+            # Another user's conversation is indistinguishable from a missing one.
+            raise Http404("No such conversation.")
+    context = {
+        "conversations": conversations.order_by("-updated_at")[:RECENT_CONVERSATIONS],
+        "current": current,
+        "api_root": api_root(),
+        "chat_url": reverse("conversations_web:chat"),
+    }
+    return render(request, "conversations/chat.html", context)

@@ -1,0 +1,155 @@
+"""Schemathesis against the live app (in-process WSGI): no request may cause a 5xx.
+
+The app is loaded from its own ``/api/schema/``. Every operation gets cases
+generated from the schema with random ids (mostly 404s) and cases aimed at
+objects the token's user owns (a conversation with history, a run, and a
+conversation kept for the DELETE), so the bodies reach the services. Posting
+messages runs the tool loop on the offline demo adapter: no network.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import schemathesis
+from django.core.wsgi import get_wsgi_application
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from rest_framework.authtoken.models import Token
+from schemathesis import GenerationMode
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from conversations.models import Conversation
+
+from .conftest import scripted_turn
+
+EXAMPLES_PER_OPERATION = 30
+NEGATIVE_EXAMPLES = 15
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+
+@st.composite
+def _histories(draw):
+    """An import body whose tool calls are all answered (texts and ids are random)."""
+    messages = [{"role": "user", "content": draw(st.text(max_size=50))}]
+    for turn in range(draw(st.integers(0, 3))):
+        ids = draw(st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=3, unique=True))
+        calls = [
+            {
+                "id": f"{turn}-{call_id}",
+                "type": "function",
+                "function": {
+                    "name": draw(st.sampled_from(["get_weather", "calculate", "unknown"])),
+                    "arguments": draw(
+                        st.one_of(
+                            st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+                            st.text(max_size=20),
+                        )
+                    ),
+                },
+            }
+            for call_id in ids
+        ]
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for call in calls:
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": draw(st.text(max_size=20))}
+            )
+        messages.append({"role": "assistant", "content": draw(st.text(max_size=50))})
+    return {"title": draw(st.text(max_size=20)), "messages": messages}
+
+
+def _exercise(strategy, counter: collections.Counter, checks=CHECKS, examples=None) -> None:
+    """Call the app with ``strategy``'s cases; count statuses; fail on a 5xx or a failed check."""
+
+    @settings(
+        max_examples=examples or EXAMPLES_PER_OPERATION,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=strategy)
+    def exercise(case):
+        response = case.call()
+        counter[response.status_code] += 1
+        assert response.status_code < 500, (case.method, case.formatted_path, response.text)
+        case.validate_response(response, checks=checks)
+
+    exercise()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_schemathesis_finds_no_server_error(user, profile, conversation, capsys):
+    token = Token.objects.create(user=user)
+    run = scripted_turn(conversation)
+    doomed = Conversation.objects.create(owner=user, title="To delete", profile=profile)
+    headers = {"Authorization": f"Token {token.key}"}
+    owned = {
+        "conversation_id": str(conversation.pk),
+        "run_id": str(run.pk),
+    }
+    schema = schemathesis.openapi.from_wsgi(
+        "/api/schema/",
+        get_wsgi_application(),
+        headers={"Accept": "application/vnd.oai.openapi+json"},
+    )
+    statuses: dict[str, collections.Counter] = {}
+    unsatisfiable: list[str] = []
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) == 13
+
+    for operation in operations:
+        label = f"{operation.method.upper()} {operation.path}"
+        counter = statuses.setdefault(label, collections.Counter())
+        params = {
+            name: value for name, value in owned.items() if "{" + name + "}" in operation.path
+        }
+        if operation.method.lower() == "delete":
+            params = {"conversation_id": str(doomed.pk)}
+        strategies = [operation.as_strategy(headers=headers)]
+        if params:
+            strategies.append(operation.as_strategy(headers=headers, path_parameters=params))
+        if operation.path.endswith("/import/"):
+            # Random bodies almost never pair calls with results: also send
+            # well-formed histories with random texts, ids and arguments.
+            strategies.append(
+                _histories().flatmap(
+                    lambda body, operation=operation: operation.as_strategy(
+                        headers=headers, body=body
+                    )
+                )
+            )
+
+        _exercise(st.one_of(strategies), counter)
+        # Invalid data (wrong types, missing fields, malformed ids): never a 5xx,
+        # whatever else (a path that matches no URL gets Django's own 404 page).
+        negative = operation.as_strategy(GenerationMode.NEGATIVE, headers=headers)
+        try:
+            _exercise(negative, counter, checks=[not_a_server_error], examples=NEGATIVE_EXAMPLES)
+        except Unsatisfiable:
+            # Nothing in this operation's schema can be made invalid (e.g. only
+            # optional free-text parameters, or no parameters at all).
+            unsatisfiable.append(label)
+
+    with capsys.disabled():
+        print("\nschemathesis: status codes per operation")
+        for label, counter in statuses.items():
+            print(f"  {label}: {dict(sorted(counter.items()))}")
+        print(f"  no invalid data possible: {unsatisfiable}")
+    assert all(code < 500 for counter in statuses.values() for code in counter)
+    # The owned objects were reached, not only random ids.
+    assert statuses["POST /api/conversations/{conversation_id}/messages/"][201] > 0
+    assert statuses["POST /api/conversations/import/"][201] > 0

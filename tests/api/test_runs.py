@@ -1,0 +1,98 @@
+"""Runs: the list of a conversation and one run, with usage and the calls made."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from conversations.models import Run
+
+from .conftest import scripted_turn
+
+pytestmark = pytest.mark.django_db
+
+
+def runs_url(conversation):
+    return reverse("conversations:conversation-runs", args=[conversation.pk])
+
+
+def run_url(run):
+    return reverse("conversations:run-detail", args=[run.pk])
+
+
+def test_run_detail_has_every_field(api, history, conversation):
+    response = api.get(run_url(history))
+    assert response.status_code == 200
+    body = response.json()
+    history.refresh_from_db()
+    assert body["id"] == str(history.pk) and body["conversation"] == str(conversation.pk)
+    assert body["profile"] == "demo"
+    assert body["status"] == body["termination_reason"] == "completed"
+    assert body["iterations"] == 2 and body["max_iterations"] == 4
+    assert body["usage"] == {
+        "prompt_tokens": 60,
+        "completion_tokens": 17,
+        "total_tokens": 77,
+        "cached_prompt_tokens": 4,
+        "reasoning_tokens": 3,
+    }
+    assert body["provider"] == "demo" and body["model"] == "demo-model"
+    assert body["finished_at"] is not None
+    assert body["duration_ms"] == round(
+        (history.finished_at - history.started_at).total_seconds() * 1000
+    )
+    assert body["error_code"] == "" and body["error_message"] == ""
+    assert body["final_content"] == "Paris: light rain; 6*7 = 42."
+    assert [(c["name"], c["arguments"], c["status"]) for c in body["tool_calls"]] == [
+        ("get_weather", {"city": "Paris"}, "succeeded"),
+        ("calculate", {"expression": "6*7"}, "succeeded"),
+    ]
+
+
+def test_a_running_run_has_no_duration_yet(api, running_run):
+    body = api.get(run_url(running_run)).json()
+    assert body["status"] == "running" and body["finished_at"] is None
+    assert body["duration_ms"] is None and body["tool_calls"] == []
+    assert body["profile"] is None
+
+
+def test_runs_are_listed_newest_first(api, conversation):
+    first = scripted_turn(conversation, content="one")
+    second = scripted_turn(conversation, content="two")
+    body = api.get(runs_url(conversation)).json()
+    assert [r["id"] for r in body["results"]] == [str(second.pk), str(first.pk)]
+    assert body["next"] is None
+
+
+def test_runs_page_with_a_cursor(api, conversation):
+    made = [str(scripted_turn(conversation, content=f"m{i}").pk) for i in range(5)]
+    seen, url = [], runs_url(conversation) + "?page_size=2"
+    while url:
+        body = api.get(url).json()
+        seen += [r["id"] for r in body["results"]]
+        url = body["next"]
+    assert seen == made[::-1]
+
+
+@pytest.mark.parametrize("count", [2, 12])
+def test_run_list_queries_do_not_grow(api, conversation, count, django_assert_max_num_queries):
+    for index in range(count):
+        scripted_turn(conversation, content=f"turn {index}")
+    with django_assert_max_num_queries(4):
+        response = api.get(runs_url(conversation), {"page_size": 100})
+    runs = response.json()["results"]
+    assert len(runs) == count and all(len(r["tool_calls"]) == 2 for r in runs)
+
+
+def test_a_failed_run_shows_its_error(api, conversation):
+    run = Run.objects.create(
+        conversation=conversation,
+        status=Run.Status.FAILED,
+        max_iterations=2,
+        error_code="provider_http_error",
+        error_message="openai: HTTP 400: bad request",
+    )
+    body = api.get(run_url(run)).json()
+    assert body["status"] == "failed"
+    assert body["error_code"] == "provider_http_error"
+    assert body["error_message"] == "openai: HTTP 400: bad request"

@@ -1,0 +1,124 @@
+"""The OpenAPI document: generated without a warning, valid, and served with a docs page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.urls import reverse
+from drf_spectacular.drainage import GENERATOR_STATS
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.validation import validate_schema
+
+OPERATIONS = {
+    ("/api/conversations/", "get"): {"200", "400", "401", "403"},
+    ("/api/conversations/", "post"): {"201", "400", "401", "403"},
+    ("/api/conversations/import/", "post"): {"201", "400", "401", "403"},
+    ("/api/conversations/{conversation_id}/", "get"): {"200", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/", "patch"): {"200", "400", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/", "delete"): {"204", "401", "403", "404", "409"},
+    ("/api/conversations/{conversation_id}/messages/", "get"): {"200", "400", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/messages/", "post"): {
+        "201",
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "429",
+        "502",
+        "503",
+        "504",
+    },
+    ("/api/conversations/{conversation_id}/runs/", "get"): {"200", "400", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/export/", "get"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "503",
+    },
+    ("/api/runs/{run_id}/", "get"): {"200", "401", "403", "404"},
+    ("/api/tools/", "get"): {"200", "401", "403"},
+    ("/api/profiles/", "get"): {"200", "401", "403"},
+}
+
+
+@pytest.fixture
+def schema():
+    return SchemaGenerator().get_schema(request=None, public=True)
+
+
+def test_the_command_generates_a_valid_schema_without_warnings(tmp_path):
+    GENERATOR_STATS.reset()
+    target = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target))
+    document = yaml.safe_load(target.read_text())
+    validate_schema(document)
+    assert document["openapi"].startswith("3.")
+
+
+def test_every_operation_describes_its_bodies_and_errors(schema):
+    operations = {
+        (path, method): set(operation["responses"])
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+    }
+    assert operations == OPERATIONS
+    for (path, method), codes in OPERATIONS.items():
+        operation = schema["paths"][path][method]
+        assert operation["operationId"] and operation["summary"]
+        assert {"tokenAuth": []} in operation["security"]
+        for code in codes - {"204"}:
+            assert "application/json" in operation["responses"][code]["content"], (path, code)
+        if method in {"post", "patch"}:
+            assert "application/json" in operation["requestBody"]["content"]
+    post = schema["paths"]["/api/conversations/{conversation_id}/messages/"]["post"]
+    failure = post["responses"]["502"]["content"]["application/json"]["schema"]
+    assert failure == {"$ref": "#/components/schemas/RunFailure"}
+    error = schema["components"]["schemas"]["Error"]
+    assert set(error["required"]) == {"code", "detail", "errors"}
+
+
+def test_the_schema_names_status_enums_once(schema):
+    components = schema["components"]["schemas"]
+    assert components["RunStatus"]["enum"] == [
+        "running",
+        "completed",
+        "max_iterations",
+        "failed",
+        "interrupted",
+        "cancelled",
+    ]
+    assert "pending" in components["ToolCallStatus"]["enum"]
+
+
+@pytest.mark.django_db
+def test_the_schema_is_served_as_yaml_and_json(client):
+    url = reverse("conversations:schema")
+    response = client.get(url)
+    assert response.status_code == 200
+    assert "/api/conversations/" in yaml.safe_load(response.content)["paths"]
+    response = client.get(url, HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert "/api/runs/{run_id}/" in json.loads(response.content)["paths"]
+
+
+@pytest.mark.django_db
+def test_the_docs_page_uses_the_sidecar_when_installed(client, settings):
+    url = reverse("conversations:docs")
+    if "drf_spectacular_sidecar" not in settings.INSTALLED_APPS:
+        settings.INSTALLED_APPS = [*settings.INSTALLED_APPS, "drf_spectacular_sidecar"]
+    page = client.get(url).content.decode()
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in page
+    assert reverse("conversations:schema") in page
+
+
+@pytest.mark.django_db
+def test_the_docs_page_falls_back_to_the_cdn(client, settings):
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "drf_spectacular_sidecar"]
+    page = client.get(reverse("conversations:docs")).content.decode()
+    assert "swagger-ui-dist" in page and "/static/drf_spectacular_sidecar/" not in page

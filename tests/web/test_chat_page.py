@@ -1,0 +1,121 @@
+"""The chat page view: login, the shell it renders, and whose conversations it lists."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.urls import reverse
+
+from conversations.models import Conversation
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user(username="alice", password="alice-password")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user(username="bob", password="bob-password")
+
+
+def test_anonymous_users_are_sent_to_the_login_page(client):
+    response = client.get("/chat/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/login/?next=/chat/"
+
+
+def test_anonymous_users_cannot_open_a_conversation_either(client, alice):
+    conversation = Conversation.objects.create(owner=alice, title="Private")
+
+    response = client.get(f"/chat/{conversation.pk}/")
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/?next=")
+
+
+def test_the_page_renders_the_app_shell(client, alice):
+    client.force_login(alice)
+
+    response = client.get(reverse("conversations_web:chat"))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<script src="/static/conversations/chat.js" defer></script>' in html
+    assert 'href="/static/conversations/chat.css"' in html
+    # The message box has a label, and the form carries a CSRF token for the API calls.
+    assert '<label for="llm-message">Message</label>' in html
+    assert 'id="llm-message"' in html
+    assert 'name="csrfmiddlewaretoken"' in html
+    assert "csrftoken" in response.cookies
+    # Where the script finds the API, and an alert region for errors.
+    assert 'data-api-root="/api/"' in html
+    assert 'role="alert"' in html
+    assert '<label for="llm-profile">Profile</label>' in html
+    assert "New conversation" in html
+
+
+def test_the_page_lists_only_the_users_own_conversations_newest_first(client, alice, bob):
+    older = Conversation.objects.create(owner=alice, title="Alice older")
+    newer = Conversation.objects.create(owner=alice, title="Alice newer")
+    Conversation.objects.filter(pk=older.pk).update(updated_at=newer.updated_at.replace(year=2020))
+    secret = Conversation.objects.create(owner=bob, title="Bob's secret plans")
+    client.force_login(alice)
+
+    html = client.get("/chat/").content.decode()
+
+    assert html.index("Alice newer") < html.index("Alice older")
+    assert "secret plans" not in html
+    assert str(secret.pk) not in html
+
+
+def test_titles_are_escaped(client, alice):
+    Conversation.objects.create(owner=alice, title="<script>alert(1)</script>")
+    client.force_login(alice)
+
+    html = client.get("/chat/").content.decode()
+
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_conversation_of_the_user_opens_by_url(client, alice):
+    conversation = Conversation.objects.create(owner=alice, title="Weather talk")
+    client.force_login(alice)
+
+    response = client.get(reverse("conversations_web:conversation", args=[conversation.pk]))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert f'data-conversation="{conversation.pk}"' in html
+    assert 'aria-current="page"' in html
+    assert "<title>Weather talk · Chat</title>" in html
+
+
+def test_another_users_conversation_is_a_404_like_a_missing_one(client, alice, bob):
+    secret = Conversation.objects.create(owner=bob, title="Bob's secret plans")
+    client.force_login(alice)
+
+    foreign = client.get(f"/chat/{secret.pk}/")
+    missing = client.get(f"/chat/{uuid.uuid4()}/")
+
+    assert foreign.status_code == missing.status_code == 404
+    assert b"secret plans" not in foreign.content
+
+
+def test_the_page_lists_a_bounded_number_of_conversations(
+    client, alice, django_assert_max_num_queries
+):
+    Conversation.objects.bulk_create(
+        [Conversation(owner=alice, title=f"Conversation {i}") for i in range(60)]
+    )
+    client.force_login(alice)
+
+    with django_assert_max_num_queries(4):
+        html = client.get("/chat/").content.decode()
+
+    assert html.count('class="llm-conv-title"') == 50
