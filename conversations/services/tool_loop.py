@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -35,6 +37,7 @@ from conversations.domain import ChatMessage, CompletionResponse, ToolSpec, Usag
 from conversations.exceptions import (
     ConfigurationError,
     ConversationBusy,
+    ConversationsError,
     ProviderError,
     RunCancelled,
 )
@@ -170,16 +173,36 @@ def start_run(
 
 
 def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
-    """Drive a ``running`` run to a terminal status (the loop itself)."""
-    conversation = run.conversation
+    """Drive a ``running`` run to a terminal status (the loop itself).
+
+    A configuration problem found here (no usable provider, a key that does
+    not resolve) ends the run ``failed`` with its code and is raised again.
+    """
     profile = run.profile
-    if provider is None:
-        if profile is None:
-            raise ConfigurationError("the run has no profile, so a provider must be given")
-        provider = build_provider(profile)
-    tools = available_tools(allowed=profile.allowed_tools if profile else None)
-    specs = [tool.spec for tool in tools.values()]
-    options = completion_options(profile, tools_offered=bool(specs))
+    try:
+        if provider is None:
+            if profile is None:
+                raise ConfigurationError("the run has no profile, so a provider must be given")
+            provider = build_provider(profile)
+        tools = available_tools(allowed=profile.allowed_tools if profile else None)
+        specs = [tool.spec for tool in tools.values()]
+        options = completion_options(profile, tools_offered=bool(specs))
+    except ConversationsError as exc:
+        _finish(run, Run.Status.FAILED, error_code=exc.code, error_message=exc.detail)
+        raise
+    with _Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3):
+        return _drive(run, provider, profile, tools, specs, options)
+
+
+def _drive(
+    run: Run,
+    provider: ChatProvider,
+    profile: Profile | None,
+    tools: dict[str, Tool],
+    specs: list[ToolSpec],
+    options: CompletionOptions,
+) -> Run:
+    conversation = run.conversation
     try:
         while run.iterations < run.max_iterations:
             _raise_if_cancelled(run)
@@ -444,6 +467,45 @@ def _finish(
 def _raise_if_cancelled(run: Run) -> None:
     if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
         raise RunCancelled("the run was cancelled")
+
+
+class _Heartbeat:
+    """Refreshes the run's heartbeat from a background thread while the loop works.
+
+    Between steps the loop refreshes it itself; this thread covers long
+    provider calls and long tools, so recovery never takes a live run for a
+    dead one. It beats every ``interval`` seconds (a third of the lease) and
+    uses its own database connection.
+    """
+
+    def __init__(self, run_id: Any, *, interval: float) -> None:
+        self.run_id = run_id
+        self.interval = max(interval, 0.05)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread = threading.Thread(
+            target=self._beat, name=f"heartbeat-{self.run_id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _beat(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.wait(self.interval):
+                Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(
+                    heartbeat_at=timezone.now()
+                )
+        finally:
+            connection.close()
 
 
 class _CancelWatch:
