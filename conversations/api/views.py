@@ -18,12 +18,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations.models import Message, Profile, Run, ToolCall
+from conversations.services import conversations as operations
 from conversations.services import create_conversation
 from conversations.services.providers import get_default_profile
 from conversations.services.tool_loop import run_tool_loop
 from conversations.services.tools import available_tools
 
-from . import operations
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_body, error_item, status_for_code
 from .pagination import ConversationPagination, MessagePagination, RunPagination

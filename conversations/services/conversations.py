@@ -1,10 +1,4 @@
-"""Use cases the API needs that ``conversations.services`` does not offer yet.
-
-Each is a keyword-only function in the services' style, built only on the
-existing services and selectors, so that it can move to
-``conversations/services/conversations.py`` unchanged; the views call them as
-they call any service.
-"""
+"""Conversation-level use cases: import, update, delete and the dry-run export."""
 
 from __future__ import annotations
 
