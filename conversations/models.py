@@ -5,6 +5,10 @@ check on one row is a named ``CheckConstraint``/``UniqueConstraint`` here (both
 SQLite and PostgreSQL enforce them); the rules that need other rows are
 triggers installed by migration ``0002_triggers``. ``docs/data-model.md`` lists
 each of the ten conversation rules and what enforces it on each database.
+
+Once inserted, a message's conversation, position, role and tool call, and a
+call's message and conversation, never change (a trigger refuses it): the
+cross-row rules are checked on insert and stay true that way.
 """
 
 from __future__ import annotations
@@ -417,7 +421,8 @@ class ToolCall(models.Model):
     call_id = models.CharField(max_length=200, help_text="The provider's id of the call.")
     name = models.CharField(max_length=200)
     arguments = models.JSONField(default=dict, blank=True)
-    raw_arguments = models.TextField(
+    # NULL (no raw text) differs from any text, so this text field is nullable.
+    raw_arguments = models.TextField(  # noqa: DJ001
         null=True,
         blank=True,
         help_text="The provider's argument text when it was not a JSON object; "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
 from conversations import domain
@@ -110,8 +111,10 @@ def append_messages(
     ``details`` (same length as ``messages``, ``None`` entries allowed) fills
     model, finish reason, usage and latency; ``provider_metadata`` comes from
     each message. Positions are assigned under a lock on the conversation row
-    (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
-    serialises writers), so concurrent appends never collide or leave gaps.
+    (taken by the ``UPDATE`` of its ``updated_at`` on PostgreSQL; SQLite's
+    ``BEGIN IMMEDIATE`` serialises writers), so concurrent appends never
+    collide or leave gaps. The lock is held until the caller's outermost
+    transaction commits: keep that transaction short.
 
     The batch is checked against the conversation before anything is written;
     an ``InvalidArgumentError`` names the offending item (``field`` ``"2/..."``):
@@ -135,14 +138,13 @@ def append_messages(
     if not items:
         return []
     new_call_ids = [call.id for item in items for call in item.tool_calls or ()]
+    now = timezone.now()
     with transaction.atomic():
-        last_position = _lock(conversation)
+        last_position = _lock(conversation, now)
         open_calls, used_ids = _known_calls(conversation, new_call_ids)
         _check_grammar(items, open_calls, used_ids)
         rows = _write(conversation, items, extra, run, open_calls, last_position)
-        now = timezone.now()
-        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now)
-        conversation.updated_at = now
+    conversation.updated_at = now
     return rows
 
 
@@ -191,23 +193,20 @@ def _check_details(
     return extra
 
 
-def _lock(conversation: Conversation) -> int:
-    """Lock the conversation row; return the last position (-1 when empty)."""
-    last = (
-        Message.objects.filter(conversation=OuterRef("pk"))
-        .order_by("-position")
-        .values("position")[:1]
-    )
-    row = (
-        Conversation.objects.select_for_update(no_key=True)
-        .filter(pk=conversation.pk)
-        .annotate(last_position=Subquery(last))
-        .values_list("last_position", flat=True)
-    )
-    found = list(row)
-    if not found:
+def _lock(conversation: Conversation, now: datetime) -> int:
+    """Lock the conversation row and touch ``updated_at``; return the last position.
+
+    The ``UPDATE`` is the lock (the row lock ``SELECT ... FOR NO KEY UPDATE``
+    would take, held to commit) and the timestamp bump in one statement. The
+    position is read by a second statement on purpose: under READ COMMITTED a
+    statement that waited for the lock still reads other tables with the
+    snapshot it started with, so it could miss the rows the previous holder
+    just committed. Returns -1 for an empty conversation.
+    """
+    if not Conversation.objects.filter(pk=conversation.pk).update(updated_at=now):
         raise Conversation.DoesNotExist(f"conversation {conversation.pk} does not exist")
-    return -1 if found[0] is None else found[0]
+    last = Message.objects.filter(conversation=conversation).aggregate(last=Max("position"))
+    return -1 if last["last"] is None else last["last"]
 
 
 def _known_calls(
@@ -250,7 +249,7 @@ def _check_grammar(
             continue
         if pending:
             raise InvalidArgumentError(
-                f'a {item.role} message cannot follow unanswered tool calls: {", ".join(pending)}',
+                f"a {item.role} message cannot follow unanswered tool calls: {', '.join(pending)}",
                 code="unanswered_tool_calls",
             ).at(index)
         for call_index, call in enumerate(item.tool_calls or ()):

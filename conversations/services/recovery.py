@@ -41,10 +41,13 @@ def answer_open_calls(
     """
     text = ANSWER_TEXTS[status]
     with transaction.atomic():
+        # Lock the conversation first, in the same order as append_messages,
+        # so two writers never wait on each other's locks (no deadlock).
+        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk"))
         open_calls = list(
-            ToolCall.objects.select_for_update(of=("self",))
-            .filter(conversation=conversation, results__isnull=True)
-            .order_by("message__position", "index")
+            ToolCall.objects.filter(conversation=conversation, results__isnull=True).order_by(
+                "message__position", "index"
+            )
         )
         if not open_calls:
             return []

@@ -47,7 +47,7 @@ def make_profile(language_model, slug="default", **fields):
 
 @pytest.mark.django_db
 def test_every_model_has_a_readable_str(conversation, answered_turn, language_model):
-    assistant, call, answer, _ = answered_turn
+    _, call, answer, _ = answered_turn
     profile = make_profile(language_model)
     profile.save()
     run = Run.objects.create(conversation=conversation, max_iterations=3)
@@ -66,7 +66,11 @@ def test_every_model_has_a_readable_str(conversation, answered_turn, language_mo
 def test_defaults(conversation, language_model):
     profile = make_profile(language_model)
     profile.full_clean()
-    assert (profile.max_iterations, profile.tool_choice, profile.allowed_tools) == (10, "auto", None)
+    assert (profile.max_iterations, profile.tool_choice, profile.allowed_tools) == (
+        10,
+        "auto",
+        None,
+    )
     run = Run.objects.create(conversation=conversation, max_iterations=4)
     assert run.status == Run.Status.RUNNING
     assert run.iterations == run.prompt_tokens == 0

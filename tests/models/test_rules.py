@@ -334,6 +334,12 @@ def test_rule8_deleting_the_whole_conversation_is_accepted(conversation, answere
     assert not ToolCall.objects.exists()
 
 
+def test_rule8_deleting_the_owner_is_accepted(user, conversation, answered_turn):
+    user.delete()
+    connection.check_constraints()
+    assert not Message.objects.exists()
+
+
 # The columns the cross-row rules read never change -------------------------------------------
 
 
@@ -428,7 +434,13 @@ def test_rule10_negative_message_counts_are_refused(conversation, column):
 
 @pytest.mark.parametrize(
     "column",
-    ["prompt_tokens", "completion_tokens", "total_tokens", "cached_prompt_tokens", "reasoning_tokens"],
+    [
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "cached_prompt_tokens",
+        "reasoning_tokens",
+    ],
 )
 def test_rule10_negative_run_counts_are_refused(conversation, column):
     with refused("conversations_run_counts_non_negative", column):

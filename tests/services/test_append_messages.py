@@ -229,7 +229,9 @@ def test_answering_a_call_of_another_conversation_is_refused(conversation, user)
 
 
 def test_message_after_open_calls_is_refused_naming_them(conversation):
-    append_messages(conversation=conversation, messages=[ChatMessage.assistant_tool_calls(calls(3))])
+    append_messages(
+        conversation=conversation, messages=[ChatMessage.assistant_tool_calls(calls(3))]
+    )
     error = refusal(
         conversation, [ChatMessage.tool_result("call_1", "b"), ChatMessage.user("Hello?")]
     )
@@ -316,11 +318,8 @@ def test_queries_do_not_grow_with_the_number_of_tool_calls(user, split):
         conversation = create_conversation(owner=user)
         append_messages(conversation=conversation, messages=[ChatMessage.user("Go")])
         turn = tool_turn(size, prefix=f"c{size}")
-        if split:
-            # The loop's shape: the assistant turn, then the results, then the answer.
-            batches = [turn[:1], turn[1:-1], turn[-1:]]
-        else:
-            batches = [turn]
+        # split: the loop's shape (the assistant turn, then the results, then the answer).
+        batches = [turn[:1], turn[1:-1], turn[-1:]] if split else [turn]
         counts.append(
             [
                 count_queries(
@@ -332,7 +331,7 @@ def test_queries_do_not_grow_with_the_number_of_tool_calls(user, split):
             ]
         )
     assert counts[0] == counts[1]
-    # lock + read calls + messages + calls + answers/final + updated_at (+ savepoint pair)
+    # lock + last position + open calls + messages + calls + answers (+ savepoint pair)
     assert max(counts[0]) <= 8
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -62,15 +64,11 @@ def histories(draw):
         for _ in range(draw(st.integers(min_value=0, max_value=2))):
             made = draw(st.lists(tool_calls(serial), min_size=1, max_size=4))
             history.append(
-                ChatMessage.assistant_tool_calls(
-                    made, draw(text), provider_metadata=draw(metadata)
-                )
+                ChatMessage.assistant_tool_calls(made, draw(text), provider_metadata=draw(metadata))
             )
             for call in draw(st.permutations(made)):
                 history.append(ChatMessage.tool_result(call.id, draw(text)))
-        history.append(
-            ChatMessage(Role.ASSISTANT, draw(text), provider_metadata=draw(metadata))
-        )
+        history.append(ChatMessage(Role.ASSISTANT, draw(text), provider_metadata=draw(metadata)))
     return history
 
 
@@ -92,7 +90,7 @@ def test_round_trip(history, data):
     with transaction.atomic():
         owner = get_user_model().objects.create(username="hypothesis")
         conversation = create_conversation(owner=owner)
-        for start, end in zip(bounds, bounds[1:], strict=False):
+        for start, end in itertools.pairwise(bounds):
             append_messages(conversation=conversation, messages=history[start:end])
         restored = get_history(conversation=conversation)
         assert restored == history
