@@ -56,6 +56,7 @@ from .base import (
     assign_call_ids,
     join_system_messages,
     stable_alias,
+    token_count,
 )
 
 __all__ = [
@@ -336,12 +337,7 @@ def anthropic_tool_choice(options: CompletionOptions, tools: Sequence[ToolSpec])
 
 
 def _count(data: Mapping[str, Any], name: str) -> int:
-    value = data.get(name)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ProviderResponseError(f"anthropic: usage {name} is not a count: {value!r}")
-    return value
+    return token_count(data.get(name), f"usage {name}", provider="anthropic")
 
 
 def anthropic_usage(data: Any) -> Usage:

@@ -53,6 +53,7 @@ __all__ = [
     "join_system_messages",
     "redact",
     "stable_alias",
+    "token_count",
 ]
 
 logger = logging.getLogger("conversations.providers")
@@ -199,6 +200,16 @@ def assign_call_ids(
             call = ToolCall(id=call_id, name=name, raw_arguments=raw)
         calls.append(call)
     return tuple(calls) if calls else None
+
+
+def token_count(value: Any, name: str, *, provider: str = "") -> int:
+    """A token counter from a response: missing is 0, anything but a count is an error."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        prefix = f"{provider}: " if provider else ""
+        raise ProviderResponseError(f"{prefix}{name} is not a count: {value!r}")
+    return value
 
 
 def known_call_ids(messages: Iterable[ChatMessage]) -> frozenset[str]:

@@ -58,6 +58,7 @@ from .base import (
     arguments_object,
     assign_call_ids,
     join_system_messages,
+    token_count,
 )
 
 __all__ = [
@@ -543,12 +544,7 @@ def _merge_extra(payload: dict[str, Any], extra: Mapping[str, Any]) -> None:
 
 
 def _count(data: Mapping[str, Any], name: str) -> int:
-    value = data.get(name)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ProviderResponseError(f"gemini: usage {name} is not a count: {value!r}")
-    return value
+    return token_count(data.get(name), f"usage {name}", provider="gemini")
 
 
 def gemini_usage(data: Any) -> Usage:

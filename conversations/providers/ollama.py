@@ -24,8 +24,14 @@ from conversations.domain import (
 )
 from conversations.exceptions import ProviderResponseError
 
-from .base import CompletionOptions, HTTPProvider, arguments_object, assign_call_ids
-from .openai import call_candidates, token_count
+from .base import (
+    CompletionOptions,
+    HTTPProvider,
+    arguments_object,
+    assign_call_ids,
+    token_count,
+)
+from .openai import call_candidates
 
 __all__ = ["OllamaProvider", "ollama_messages", "ollama_options", "ollama_tools", "ollama_usage"]
 

@@ -38,6 +38,7 @@ from .base import (
     HTTPProvider,
     assign_call_ids,
     stable_alias,
+    token_count,
 )
 
 __all__ = [
@@ -216,15 +217,6 @@ def openai_usage(data: Any) -> Usage:
             completion_details.get("reasoning_tokens"), "reasoning_tokens"
         ),
     )
-
-
-def token_count(value: Any, name: str) -> int:
-    """A token counter from a response: missing is 0, anything but a count is an error."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ProviderResponseError(f"{name} is not a count: {value!r}")
-    return value
 
 
 def _message_text(content: Any) -> str:
