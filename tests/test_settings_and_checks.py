@@ -1,0 +1,69 @@
+"""The CONVERSATIONS settings object, its system checks and the secret resolver."""
+
+import pytest
+from django.core.checks import run_checks
+from django.test import override_settings
+
+from conversations import secrets
+from conversations.checks import check_settings
+from conversations.conf import DEFAULTS, app_settings
+
+
+def ids(messages):
+    return sorted(m.id for m in messages)
+
+
+def test_defaults_and_override_settings_resets_the_cache():
+    assert app_settings().MAX_ITERATIONS == DEFAULTS["MAX_ITERATIONS"] == 10
+    first = app_settings()
+    assert app_settings() is first  # cached
+    with override_settings(CONVERSATIONS={"MAX_ITERATIONS": 3}):
+        assert app_settings().MAX_ITERATIONS == 3
+        assert app_settings().TOOL_RESULT_MAX_BYTES == 50_000
+    assert app_settings().MAX_ITERATIONS == 10
+
+
+def test_a_clean_configuration_has_no_messages():
+    assert check_settings() == []
+    assert [m for m in run_checks() if m.id.startswith("conversations.")] == []
+
+
+@pytest.mark.parametrize(
+    ("conf", "expected"),
+    [
+        ({"NO_SUCH_KEY": 1}, ["conversations.W001"]),
+        ({"MAX_ITERATIONS": 0}, ["conversations.E001"]),
+        ({"TOOL_RESULT_MAX_BYTES": "big"}, ["conversations.E001"]),
+        ({"RUN_LEASE_SECONDS": True}, ["conversations.E001"]),
+        ({"EXECUTOR": "threads"}, ["conversations.E002"]),
+        ({"HTTP_MAX_RETRIES": -1}, ["conversations.E003"]),
+        ({"HTTP_TIMEOUT": 0}, ["conversations.E004"]),
+        ({"SECRET_RESOLVER": "no.such.module.resolve"}, ["conversations.E005"]),
+        ({"SECRET_RESOLVER": "conversations.conf.DEFAULTS"}, ["conversations.E005"]),
+    ],
+)
+def test_misconfiguration_is_reported_with_a_stable_id(conf, expected):
+    with override_settings(CONVERSATIONS=conf):
+        messages = check_settings()
+    assert ids(messages) == expected
+    assert all(repr(next(iter(conf))) in m.msg for m in messages)
+
+
+def test_env_references_resolve_only_when_set(monkeypatch):
+    monkeypatch.setenv("CONV_TEST_KEY", "sk-123")
+    assert secrets.resolve("env:CONV_TEST_KEY") == "sk-123"
+    monkeypatch.delenv("CONV_TEST_KEY")
+    assert secrets.resolve("env:CONV_TEST_KEY") is None
+    assert secrets.resolve("") is None
+    assert secrets.resolve("vault:whatever") is None
+    assert secrets.resolve("env:") is None
+
+
+def upper_resolver(reference):
+    return reference.upper() if reference.startswith("test:") else None
+
+
+def test_the_resolver_is_replaceable():
+    with override_settings(CONVERSATIONS={"SECRET_RESOLVER": f"{__name__}.upper_resolver"}):
+        assert secrets.resolve("test:abc") == "TEST:ABC"
+        assert secrets.resolve("env:HOME") is None
