@@ -133,15 +133,17 @@ def start_run(
 ) -> Run:
     """Create a ``running`` run and persist the user message (if any), each committed.
 
-    First recovers stale runs and answers calls left open on this
-    conversation, so a crashed turn never blocks the next one.
+    First recovers stale runs of this conversation; once the new run holds the
+    conversation (one running run at most, a database rule), calls left open
+    by an earlier run are answered as interrupted, so a crashed turn never
+    blocks the next one. Raises :class:`ConversationBusy` when another run is
+    running.
     """
     recover_runs(conversation=conversation)
     profile = _resolve_profile(conversation, profile, provider)
     cap = max_iterations or (profile.max_iterations if profile else app_settings().MAX_ITERATIONS)
     if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
         raise ConversationBusy("another run is already running on this conversation")
-    answer_open_calls(conversation=conversation, status=ToolCallRow.Status.INTERRUPTED)
     model_name = profile.language_model.model_id if profile else ""
     provider_name = (
         profile.language_model.provider.slug
@@ -161,14 +163,16 @@ def start_run(
     except IntegrityError:
         # The partial unique index on running runs: another request won the race.
         raise ConversationBusy("another run is already running on this conversation") from None
-    if content is not None:
-        try:
+    try:
+        # Only now, holding the conversation, can open calls be taken for leftovers.
+        answer_open_calls(conversation=conversation, status=ToolCallRow.Status.INTERRUPTED)
+        if content is not None:
             append_messages(
                 conversation=conversation, messages=[ChatMessage.user(content)], run=run
             )
-        except BaseException as exc:
-            _finish(run, Run.Status.FAILED, error_code=getattr(exc, "code", "internal_error"))
-            raise
+    except BaseException as exc:
+        _finish_after_error(run, exc)
+        raise
     return run
 
 
@@ -188,7 +192,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
         specs = [tool.spec for tool in tools.values()]
         options = completion_options(profile, tools_offered=bool(specs))
     except ConversationsError as exc:
-        _finish(run, Run.Status.FAILED, error_code=exc.code, error_message=exc.detail)
+        _finish_after_error(run, exc)
         raise
     with _Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3):
         return _drive(run, provider, profile, tools, specs, options)
@@ -235,12 +239,7 @@ def _drive(
         return _finish(run, Run.Status.CANCELLED, error_code="run_cancelled")
     except BaseException as exc:
         # Not swallowed: record the failure so the conversation stays usable, then re-raise.
-        _finish(
-            run,
-            Run.Status.FAILED,
-            error_code=getattr(exc, "code", "internal_error"),
-            error_message=type(exc).__name__,
-        )
+        _finish_after_error(run, exc)
         raise
 
 
@@ -462,6 +461,17 @@ def _finish(
         )
     signals.run_finished.send(sender=Run, run=run)
     return run
+
+
+def _finish_after_error(run: Run, exc: BaseException) -> None:
+    """End the run ``failed`` after an unexpected error, never masking that error."""
+    code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
+    detail = exc.detail if isinstance(exc, ConversationsError) else type(exc).__name__
+    try:
+        _finish(run, Run.Status.FAILED, error_code=code, error_message=detail)
+    except Exception:
+        # The database may be what failed; recovery will end the run later.
+        logger.exception("run %s: could not record the failure", run.pk)
 
 
 def _raise_if_cancelled(run: Run) -> None:

@@ -391,3 +391,38 @@ def test_two_threads_start_runs_exactly_one_runs(tools):
     assert len(busy) == 1 and len(runs) == 1
     assert runs[0].status == Run.Status.COMPLETED
     assert [m.role for m in get_history(conversation=conversation)] == ["user", "assistant"]
+
+
+def test_an_unexpected_error_is_raised_after_the_run_is_recorded(conversation, tools):
+    provider = ScriptedProvider(
+        [scripted_calls(call("now", id="c1")), RuntimeError("a bug in an adapter")]
+    )
+    with pytest.raises(RuntimeError, match="a bug in an adapter"):
+        run_tool_loop(conversation=conversation, content="?", provider=provider)
+    run = Run.objects.get(conversation=conversation)
+    assert run.status == Run.Status.FAILED
+    assert (run.error_code, run.error_message) == ("internal_error", "RuntimeError")
+    assert run.finished_at is not None
+    # The conversation stays usable: the next turn runs.
+    follow_up = ScriptedProvider([scripted_text("recovered")])
+    assert run_tool_loop(conversation=conversation, content="again", provider=follow_up).status == (
+        Run.Status.COMPLETED
+    )
+
+
+def test_a_configuration_error_ends_the_run_failed(conversation, tools):
+    profile = make_profile()
+    profile.language_model.provider.adapter = Provider.Adapter.OPENAI
+    profile.language_model.provider.api_key_ref = "env:CONV_TEST_UNSET_KEY"
+    profile.language_model.provider.save()
+    from conversations.exceptions import ConfigurationError
+    from conversations.services.tool_loop import execute_run, start_run
+
+    run = start_run(
+        conversation=conversation, content="hi", profile=profile, provider=ScriptedProvider()
+    )
+    with pytest.raises(ConfigurationError):
+        execute_run(run=run)
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == (Run.Status.FAILED, "configuration_error")
+    assert "CONV_TEST_UNSET_KEY" in run.error_message
