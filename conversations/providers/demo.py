@@ -134,11 +134,39 @@ class DemoProvider:
 
     @staticmethod
     def _answer(results: list[tuple[ToolCall, str]]) -> str:
-        lines = ["Here is what the tools returned:"]
-        for call, result in results:
-            subject = ", ".join(str(v) for v in call.arguments.values()) or "now"
-            if result.startswith("Error:"):
-                lines.append(f"- {call.name} ({subject}) did not work: {result[6:].strip()}")
-            else:
-                lines.append(f"- {call.name} ({subject}): {_summarise(result)}")
-        return "\n".join(lines)
+        sentences = [_sentence(call, result) for call, result in results]
+        return "\n".join(sentences)
+
+
+def _sentence(call: ToolCall, result: str) -> str:
+    """One sentence about one result: phrased for the demo tools, generic otherwise."""
+    if result.startswith("Error:"):
+        return f"I could not use {call.name}: {result[6:].strip()}"
+    try:
+        value: Any = json.loads(result)
+    except ValueError:
+        value = result
+    if isinstance(value, dict) and "error" in value:
+        return f"{call.name} says: {value['error']}"
+    if call.name == "get_weather" and isinstance(value, dict) and "temperature_celsius" in value:
+        extra = []
+        if "humidity_percent" in value:
+            extra.append(f"humidity {value['humidity_percent']} %")
+        if "wind_kph" in value:
+            extra.append(f"wind {value['wind_kph']} km/h")
+        tail = f" ({', '.join(extra)})" if extra else ""
+        city = value.get("city", call.arguments.get("city", "there"))
+        conditions = value.get("conditions", "")
+        return f"In {city} it is {value['temperature_celsius']} °C and {conditions}{tail}."
+    if call.name == "get_current_time" and isinstance(value, dict) and "datetime" in value:
+        stamp = str(value["datetime"])
+        clock = stamp[11:16] if len(stamp) >= 16 else stamp
+        return (
+            f"It is {clock} ({value.get('timezone', 'UTC')}) on "
+            f"{value.get('weekday', '')} {stamp[:10]}.".replace(" on  ", " on ")
+        )
+    if call.name == "calculate":
+        return f"{call.arguments.get('expression', '')} = {_summarise(result)}"
+    subject = ", ".join(str(v) for v in call.arguments.values())
+    label = f"{call.name}({subject})" if subject else call.name
+    return f"{label}: {_summarise(result)}"

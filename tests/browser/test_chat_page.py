@@ -130,7 +130,7 @@ def test_the_demo_question_shows_two_tool_cards_and_the_answer(live_server, demo
     box.press("Enter")
 
     answer = page.locator(".llm-msg-assistant .llm-msg-text").last
-    expect(answer).to_contain_text("Here is what the tools returned", timeout=TIMEOUT_MS)
+    expect(answer).to_contain_text("In Leipzig it is", timeout=TIMEOUT_MS)
     expect(answer).to_contain_text("Leipzig")
     cards = page.locator("details.llm-tool")
     expect(cards).to_have_count(2)
@@ -161,7 +161,7 @@ def test_the_demo_question_shows_two_tool_cards_and_the_answer(live_server, demo
     page.reload()
     expect(page.locator("details.llm-tool")).to_have_count(2)
     expect(page.locator(".llm-msg-assistant .llm-msg-text").last).to_contain_text(
-        "Here is what the tools returned"
+        "In Leipzig it is"
     )
 
     assert failed == []
@@ -247,9 +247,7 @@ def test_progress_shows_the_calls_while_the_run_goes_on(live_server, demo, slow_
     expect(page.locator("details.llm-tool").first.locator(".llm-badge")).to_have_text("running")
 
     # Then the answer, with the final state of each call.
-    expect(page.locator(".llm-msg-assistant .llm-msg-text")).to_contain_text(
-        "Here is what the tools returned"
-    )
+    expect(page.locator(".llm-msg-assistant .llm-msg-text")).to_contain_text("In Leipzig it is")
     expect(progress).to_be_hidden()
     expect(page.locator("details.llm-tool .llm-badge")).to_have_text(["succeeded", "succeeded"])
     expect(page.get_by_role("button", name="Send")).to_be_enabled()

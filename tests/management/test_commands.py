@@ -39,7 +39,7 @@ def test_chat_prints_calls_and_answer():
         ": ", ":"
     )
     assert "-> get_current_time({}) succeeded" in out
-    assert "Here is what the tools returned:" in out
+    assert "In Leipzig it is" in out and "°C" in out
     assert "[completed: 2 round(s)" in out
     conversation = Conversation.objects.get()
     assert conversation.owner.username == "chat-cli"

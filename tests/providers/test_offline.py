@@ -64,13 +64,15 @@ def test_demo_answers_from_the_results():
     history = [
         ChatMessage.user("What's the weather in Leipzig and what time is it?"),
         first.to_message(),
-        ChatMessage.tool_result(weather.id, '{"city": "Leipzig", "temperature_c": 4}'),
+        ChatMessage.tool_result(
+            weather.id, '{"city": "Leipzig", "temperature_celsius": 4, "conditions": "foggy"}'
+        ),
         ChatMessage.tool_result(clock.id, 'Error: tool "get_current_time" failed.'),
     ]
     answer = DemoProvider().complete(history, tools=DEMO_TOOLS, options=OPTIONS)
     assert answer.tool_calls is None
-    assert "temperature c: 4" in answer.content
-    assert "get_current_time (now) did not work" in answer.content
+    assert "In Leipzig it is 4 °C" in answer.content
+    assert 'I could not use get_current_time: tool "get_current_time" failed.' in answer.content
     assert answer.usage.prompt_tokens > 0
 
 
