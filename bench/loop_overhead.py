@@ -1,0 +1,648 @@
+"""Per-round overhead of ``run_tool_loop`` next to pydantic-ai's in-memory agent loop.
+
+Usage, from the repository root::
+
+    .venv/bin/python bench/loop_overhead.py [--database sqlite|postgres|both] [--runs N]
+
+The workload: a zero-latency model that asks for ``k`` calls of a trivial tool
+in each of 5 rounds, then answers with text, for k = 1, 5 and 20. Our loop
+persists every step (ADR 0003); pydantic-ai's ``Agent`` + ``FunctionModel``
+keeps everything in memory. Both run the same workload, interleaved, so load
+from other processes on the machine hits both alike. Per cell: the median of
+``--runs`` turns (a fresh conversation each), divided by 5 rounds.
+
+Per round = (time of one whole turn) / 5. The turn also holds what is not a
+round: starting the run and storing the user message, and the sixth model call
+(the text answer) with the run's end. Both sides are charged the same way
+(pydantic-ai's turn also makes six model requests), so the figure is the cost
+of a 5-round turn spread over its rounds. The table's query and commit counts
+are exact per-round figures instead (counted between two model calls); the
+fixed part of a turn is printed under the table.
+
+The targets of issue 5 are printed with PASS/MISS. This is information, not a
+test: the exit code is 0 whatever the numbers (see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse, urlunparse
+
+REPO = Path(__file__).resolve().parent.parent
+ROUNDS = 5
+CALLS_PER_ROUND = (1, 5, 20)
+DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
+# Issue 5: the largest acceptable ratio (ours / pydantic-ai) per database and k.
+TARGETS = {
+    "sqlite": {1: 0.5, 5: 0.5, 20: 0.5},
+    "postgresql": {1: 1.0, 5: 1.0, 20: 1.5},
+}
+WRITE_VERBS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
+
+
+def echo(text: str) -> str:
+    """Return the text unchanged (the trivial tool both loops run)."""
+    return text
+
+
+def call_arguments(round_index: int, call_index: int) -> dict[str, str]:
+    return {"text": f"round {round_index} call {call_index}"}
+
+
+# Command line -------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--runs", type=int, default=30, help="timed turns per cell (default 30)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed turns per cell first")
+    parser.add_argument(
+        "--postgres-url",
+        default=None,
+        help="server to use; default DATABASE_URL when it is a postgres:// URL, else "
+        f"{DEFAULT_POSTGRES_URL}. Its database is never written: a fresh one is made beside it.",
+    )
+    parser.add_argument(
+        "--durability",
+        choices=("settings", "relaxed"),
+        default="settings",
+        help="settings: commits as configured (the figures that count). relaxed, a what-if: "
+        "commits that do not wait for the disk (SQLite synchronous=NORMAL, PostgreSQL "
+        "synchronous_commit=off), to show how much of a round is fsync",
+    )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="K",
+        choices=CALLS_PER_ROUND,
+        help="after the table, profile our loop at this k (cProfile + time per SQL statement)",
+    )
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if args.database == "both":
+        # Django reads its settings once per process, so each database gets a
+        # process of its own; a failure on one must not hide the other's table.
+        for database in ("sqlite", "postgres"):
+            child = [sys.executable, __file__, "--database", database, *_passed_on(args)]
+            result = subprocess.run(child, check=False)
+            if result.returncode:
+                print(f"[{database}: no figures, see the error above]\n", flush=True)
+        return 0
+    return bench_one(args)
+
+
+def _passed_on(args: argparse.Namespace) -> list[str]:
+    passed = ["--runs", str(args.runs), "--warmup", str(args.warmup)]
+    passed += ["--durability", args.durability]
+    if args.postgres_url:
+        passed += ["--postgres-url", args.postgres_url]
+    if args.profile:
+        passed += ["--profile", str(args.profile)]
+    return passed
+
+
+# Database setup -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fresh_database(database: str, postgres_url: str | None) -> Iterator[str]:
+    """Point ``project.settings`` at an empty, throwaway database; yield a description.
+
+    Must run before ``django.setup()``: the settings read the environment once.
+    """
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    # With DEBUG on, Django keeps every query in connection.queries: a cost
+    # production does not pay, so it must not be in the figures.
+    os.environ["DJANGO_DEBUG"] = "0"
+    if database == "sqlite":
+        # A real file (WAL needs one; :memory: would hide the journal), with
+        # the project's own SQLite options (WAL, BEGIN IMMEDIATE).
+        os.environ.pop("DATABASE_URL", None)
+        folder = tempfile.mkdtemp(prefix="loop-overhead-")
+        os.environ["SQLITE_PATH"] = str(Path(folder) / "bench.sqlite3")
+        try:
+            yield f"SQLite, temporary file {os.environ['SQLITE_PATH']}"
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    url = postgres_url or os.environ.get("DATABASE_URL", "")
+    if urlparse(url).scheme not in {"postgres", "postgresql", "pgsql"}:
+        url = DEFAULT_POSTGRES_URL
+    parsed = urlparse(url)
+    base = unquote(parsed.path.lstrip("/")) or "bench"
+    # A new database per invocation: migrations run into an empty schema, and
+    # whatever the URL names (perhaps someone's development data) is untouched.
+    name = f"{base}_loop_{uuid.uuid4().hex[:8]}"
+    _postgres_admin(parsed, f'CREATE DATABASE "{name}"')
+    os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
+    try:
+        yield f"PostgreSQL, throwaway database {name} on {parsed.hostname}:{parsed.port or 5432}"
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        _postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _postgres_admin(parsed: Any, statement: str) -> None:
+    """Run CREATE/DROP DATABASE from the server's maintenance database (needs autocommit)."""
+    import psycopg
+
+    with psycopg.connect(
+        host=parsed.hostname or "",
+        port=parsed.port or 5432,
+        user=unquote(parsed.username or ""),
+        password=unquote(parsed.password or ""),
+        dbname="postgres",
+        autocommit=True,
+    ) as admin:
+        admin.execute(statement)  # the name is ours (hex suffix), not user input
+
+
+def relax_durability(connection: Any) -> None:
+    """Commit without waiting for the disk, on this and any later connection.
+
+    SQLite's synchronous=NORMAL in WAL mode syncs at checkpoints instead of at
+    each commit; PostgreSQL's synchronous_commit=off returns before the WAL is
+    flushed. Neither can corrupt the database or break a constraint: a crash of
+    the machine (not of our process) loses the last moments of commits.
+    """
+    from django.db.backends.signals import connection_created
+
+    def relax(sender: Any, connection: Any, **kwargs: Any) -> None:
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute("PRAGMA synchronous = NORMAL")
+            else:
+                cursor.execute("SET synchronous_commit TO off")
+
+    connection_created.connect(relax, weak=False)
+    connection.close()  # the next query opens a connection, which the handler relaxes
+
+
+# Counting queries and commits ----------------------------------------------------
+
+
+@dataclass
+class Counts:
+    """Statements and committed write transactions of one turn, read at each model call."""
+
+    captured: Any = None
+    """The CaptureQueriesContext recording the turn."""
+    commits: int = 0
+    marks: list[tuple[int, int]] = field(default_factory=list)
+    """(queries, commits) at each model call, then once more at the end of the turn."""
+
+    def queries(self) -> int:
+        return sum(
+            1
+            for query in self.captured.captured_queries
+            if not is_transaction_control(query["sql"])
+        )
+
+    def mark(self) -> None:
+        self.marks.append((self.queries(), self.commits))
+
+
+@contextlib.contextmanager
+def counting(counts: Counts) -> Iterator[None]:
+    """Record the statements and commits of the block into ``counts``."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with (
+        CaptureQueriesContext(connection) as captured,
+        connection.execute_wrapper(CommitCounter(connection, counts)),
+    ):
+        counts.captured = captured
+        yield
+        counts.mark()
+
+
+class CommitCounter:
+    """An ``execute_wrapper`` that counts committed write transactions.
+
+    COMMIT itself never passes through Django's cursor (psycopg and sqlite3
+    commit at the driver level), so commits are derived from the writes:
+
+    - a write statement outside ``atomic`` runs in autocommit mode: one commit;
+    - the first write inside an outermost ``atomic`` block registers an
+      ``on_commit`` hook, which Django runs only if that block commits: one
+      commit per block that wrote, none for a rolled-back one.
+
+    Read-only transactions are not counted: their commit writes no WAL, so it
+    costs no fsync on PostgreSQL and nothing worth counting on SQLite.
+    """
+
+    def __init__(self, connection: Any, counts: Counts) -> None:
+        self.connection = connection
+        self.counts = counts
+        self._pending: object | None = None  # the outermost block awaiting its commit
+
+    def __call__(
+        self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
+    ) -> Any:
+        verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        if verb in WRITE_VERBS:
+            self._count_write()
+        return execute(sql, params, many, context)
+
+    def _count_write(self) -> None:
+        from django.db import transaction
+
+        connection = self.connection
+        if not connection.in_atomic_block:
+            self.counts.commits += 1
+            return
+        outermost = connection.atomic_blocks[0]
+        if self._pending is not outermost:
+            self._pending = outermost
+            transaction.on_commit(self._committed)
+
+    def _committed(self) -> None:
+        self.counts.commits += 1
+        self._pending = None
+
+
+def is_transaction_control(sql: str) -> bool:
+    # SQLite's BEGIN IMMEDIATE goes through Django's cursor (so tests'
+    # query counts see it); PostgreSQL's BEGIN does not. Leaving it out makes
+    # the two databases' query counts comparable.
+    return sql.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK"))
+
+
+# The workload --------------------------------------------------------------------
+
+
+@dataclass
+class Ours:
+    """Our loop with the bench's tool registered and one user to own conversations."""
+
+    user: Any
+
+    def turn(
+        self,
+        k: int,
+        counts: Counts | None = None,
+        around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    ) -> float:
+        """One 5-round turn on a fresh conversation; its duration in seconds.
+
+        ``around`` wraps exactly the timed part (counting, profiling); ``counts``
+        is marked at each model call.
+        """
+        from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
+        from conversations.services.messages import create_conversation
+        from conversations.services.tool_loop import run_tool_loop
+
+        def tool_round(round_index: int) -> Callable[..., Any]:
+            # Callables, so each turn gets fresh call ids (unique per conversation anyway).
+            def respond(messages: Any, tools: Any, options: Any) -> Any:
+                if counts is not None:
+                    counts.mark()
+                return scripted_calls(*(("echo", call_arguments(round_index, i)) for i in range(k)))
+
+            return respond
+
+        def answer(messages: Any, tools: Any, options: Any) -> Any:
+            if counts is not None:
+                counts.mark()
+            return scripted_text("done")
+
+        provider = ScriptedProvider([*(tool_round(r) for r in range(ROUNDS)), answer])
+        conversation = create_conversation(owner=self.user, title=f"bench k={k}")
+        gc.collect()  # start each timed turn from the same heap state, as for pydantic-ai
+        with around():
+            started = time.perf_counter()
+            run = run_tool_loop(
+                conversation=conversation,
+                content="Go.",
+                provider=provider,
+                # One more than the tool rounds: the text answer ends the run `completed`.
+                max_iterations=ROUNDS + 1,
+            )
+            elapsed = time.perf_counter() - started
+        if run.status != "completed" or provider.remaining:
+            raise RuntimeError(f"the bench turn ended {run.status!r} ({run.error_code!r})")
+        return elapsed
+
+    def counted_turn(self, k: int) -> Counts:
+        """One instrumented turn (never timed: the instrumentation costs time)."""
+        counts = Counts()
+        self.turn(k, counts, around=lambda: counting(counts))
+        return counts
+
+
+def pydantic_agent(k: int) -> Any:
+    """An Agent whose FunctionModel asks for k calls per round for 5 rounds, then answers."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def model(messages: list[Any], info: Any) -> ModelResponse:
+        done = sum(1 for message in messages if isinstance(message, ModelResponse))
+        if done < ROUNDS:
+            # ToolCallPart makes a fresh tool_call_id per part.
+            return ModelResponse(
+                parts=[ToolCallPart("echo", call_arguments(done, i)) for i in range(k)]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    return Agent(FunctionModel(model), tools=[echo], name="bench")
+
+
+def pydantic_turn(agent: Any) -> float:
+    gc.collect()
+    started = time.perf_counter()
+    result = agent.run_sync("Go.")
+    elapsed = time.perf_counter() - started
+    if result.output != "done":
+        raise RuntimeError(f"pydantic-ai's turn ended with {result.output!r}")
+    return elapsed
+
+
+# Measuring and reporting ------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    k: int
+    ours: list[float]
+    theirs: list[float]
+    counts: Counts
+
+    def per_round_ms(self, samples: list[float]) -> float:
+        return statistics.median(samples) / ROUNDS * 1000
+
+    def quartiles_ms(self, samples: list[float]) -> tuple[float, float]:
+        if len(samples) < 2:
+            return samples[0] / ROUNDS * 1000, samples[0] / ROUNDS * 1000
+        q1, _, q3 = statistics.quantiles(samples, n=4)
+        return q1 / ROUNDS * 1000, q3 / ROUNDS * 1000
+
+    def round_counts(self) -> list[tuple[int, int]]:
+        """(queries, commits) of each tool round: from model call i to model call i + 1."""
+        return [_difference(self.counts.marks[i], self.counts.marks[i + 1]) for i in range(ROUNDS)]
+
+
+def _difference(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, int]:
+    return after[0] - before[0], after[1] - before[1]
+
+
+def measure(ours: Ours, k: int, runs: int, warmup: int) -> Cell:
+    agent = pydantic_agent(k)
+    for _ in range(warmup):
+        ours.turn(k)
+        pydantic_turn(agent)
+    refresh_statistics()
+    # What exists now (Django, pydantic-ai and their imports, the agent) lives for
+    # the whole process: freezing it keeps collections during a timed turn from
+    # rescanning it, so a turn pays only for the garbage it makes itself.
+    gc.collect()
+    gc.freeze()
+    counts = ours.counted_turn(k)
+    mine: list[float] = []
+    theirs: list[float] = []
+    for i in range(runs):
+        # Alternate who goes first, so neither always runs on a warmer cache.
+        if i % 2:
+            theirs.append(pydantic_turn(agent))
+            mine.append(ours.turn(k))
+        else:
+            mine.append(ours.turn(k))
+            theirs.append(pydantic_turn(agent))
+    return Cell(k, mine, theirs, counts)
+
+
+def refresh_statistics() -> None:
+    """On PostgreSQL, ANALYZE, as autovacuum would on a production server.
+
+    Without statistics, the plans PL/pgSQL caches for the triggers' queries
+    (generic plans, chosen once per connection while the tables are nearly
+    empty) can stay sequential scans, and a user or assistant message insert
+    then costs time proportional to every tool call in the table: 150 ms at
+    8,000 calls on this machine. Servers run with autovacuum off (as the
+    development one here does) would measure that instead of the loop. ANALYZE
+    invalidates the cached plans, so the next ones are made with real figures.
+    """
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
+
+def describe_machine(vendor: str) -> list[str]:
+    import django
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if vendor == "postgresql":
+            cursor.execute("SELECT version()")
+            server = cursor.fetchone()[0].split(" on ")[0]
+            cursor.execute("SHOW fsync")
+            fsync = cursor.fetchone()[0]
+            cursor.execute("SHOW synchronous_commit")
+            sync = cursor.fetchone()[0]
+            cursor.execute("SHOW autovacuum")
+            autovacuum = cursor.fetchone()[0]
+            database = (
+                f"{server}, fsync={fsync}, synchronous_commit={sync}, autovacuum={autovacuum}"
+            )
+        else:
+            cursor.execute("SELECT sqlite_version()")
+            version = cursor.fetchone()[0]
+            cursor.execute("PRAGMA journal_mode")
+            journal = cursor.fetchone()[0]
+            cursor.execute("PRAGMA synchronous")
+            synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[cursor.fetchone()[0]]
+            database = f"SQLite {version}, journal_mode={journal}, synchronous={synchronous}"
+    from importlib.metadata import version as installed
+
+    loads = os.getloadavg()
+    cpus = os.cpu_count() or 1
+    lines = [
+        f"Python {platform.python_version()}, Django {django.get_version()}, "
+        f"pydantic-ai-slim {installed('pydantic-ai-slim')}",
+        f"{cpus} CPUs, load average {' '.join(f'{x:.2f}' for x in loads)}",
+        database,
+    ]
+    if loads[0] > 1 + cpus / 2:
+        # The bench itself keeps one CPU busy (the 1); beyond that, other
+        # processes steal CPU from both loops (and from the PostgreSQL server,
+        # which only ours uses) and share the disk's fsyncs.
+        lines.append(
+            "WARNING: the machine was busy; absolute times are inflated and noisy. "
+            "Rerun when idle before quoting them."
+        )
+    return lines
+
+
+def print_table(vendor: str, where: str, cells: list[Cell], runs: int, machine: list[str]) -> None:
+    title = "PostgreSQL" if vendor == "postgresql" else "SQLite"
+    print(f"== {title}: {where}")
+    for line in machine:
+        print(f"   {line}")
+    print(f"   median of {runs} turns per cell; ms per round = turn / {ROUNDS}; IQR in brackets")
+    print()
+    header = (
+        f"{'k':>3}  {'ours ms/round':>22}  {'queries':>7}  {'commits':>7}  "
+        f"{'pydantic-ai ms/round':>22}  {'ratio':>5}  {'target':>6}"
+    )
+    print(header)
+    print("-" * (len(header) + 6))
+    for cell in cells:
+        mine = cell.per_round_ms(cell.ours)
+        theirs = cell.per_round_ms(cell.theirs)
+        ratio = mine / theirs
+        target = TARGETS[vendor][cell.k]
+        per_round = cell.round_counts()
+        queries, commits = per_round[0]
+        # The counts must not depend on the round either; flag it if they do.
+        steady = all(c == per_round[0] for c in per_round)
+        q1, q3 = cell.quartiles_ms(cell.ours)
+        t1, t3 = cell.quartiles_ms(cell.theirs)
+        print(
+            f"{cell.k:>3}  {mine:>7.2f} [{q1:>5.2f}-{q3:>5.2f}]  "
+            f"{queries if steady else '*':>7}  {commits if steady else '*':>7}  "
+            f"{theirs:>7.2f} [{t1:>5.2f}-{t3:>5.2f}]  {ratio:>5.2f}  "
+            f"{'<= ' + format(target, '.1f'):>6}  {'PASS' if ratio <= target else 'MISS'}"
+        )
+        if not steady:
+            print(f"     * counts differ between rounds (queries, commits): {per_round}")
+    first = cells[0].counts
+    start_q, start_c = first.marks[0]
+    end_q, end_c = _difference(first.marks[-2], first.marks[-1])
+    print(
+        "   queries/commits: per tool round, counted between two model calls (BEGIN not "
+        "counted; commits = committed write transactions)."
+    )
+    print(
+        f"   Outside the rounds, per turn: before the first model call {start_q} queries / "
+        f"{start_c} commits; after the last (answer stored, run finished) {end_q} / {end_c}."
+    )
+    print()
+
+
+def profile(ours: Ours, k: int, runs: int) -> None:
+    """Where our loop's time goes: Python functions (cProfile) and SQL statements."""
+    import cProfile
+    import pstats
+
+    from django.db import connection
+
+    timings: dict[str, list[float]] = {}
+
+    def timed(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            timings.setdefault(_statement_shape(sql), []).append(time.perf_counter() - started)
+
+    total = 0.0
+    for _ in range(runs):
+        total += ours.turn(k, around=lambda: connection.execute_wrapper(timed))
+    db_total = sum(sum(v) for v in timings.values())
+    print(f"== Profile of our loop, k={k}, {runs} turns")
+    print(
+        f"   per round: {total / runs / ROUNDS * 1000:.2f} ms, of which "
+        f"{db_total / runs / ROUNDS * 1000:.2f} ms inside cursor.execute (driver + server); "
+        "commits of atomic blocks are not in that figure (see cProfile below)"
+    )
+    print(f"   {'ms/round':>8}  {'n/round':>7}  statement")
+    for shape, samples in sorted(timings.items(), key=lambda item: -sum(item[1])):
+        print(
+            f"   {sum(samples) / runs / ROUNDS * 1000:>8.3f}  {len(samples) / runs / ROUNDS:>7.1f}  "
+            f"{shape}"
+        )
+    profiler = cProfile.Profile()
+    for _ in range(runs):
+        ours.turn(k, around=lambda: profiler)  # a Profile enables itself on __enter__
+    print()
+    print("   Our functions by cumulative time (per-round ms = cumtime / runs / 5):")
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("cumulative").print_stats(re.escape(str(REPO / "conversations")), 30)
+    print("   Everything by own time:")
+    stats.strip_dirs().sort_stats("tottime").print_stats(20)
+
+
+def _statement_shape(sql: str) -> str:
+    """A statement without its values, short enough to read in a table."""
+    words = sql.split()
+    verb = words[0].upper() if words else ""
+    # The table follows INTO for INSERT, the verb for UPDATE, FROM otherwise;
+    # only outside parentheses, so a subquery's FROM does not count.
+    keyword = {"INSERT": "INTO", "UPDATE": "UPDATE"}.get(verb, "FROM")
+    table = ""
+    depth = 0
+    for word, following in zip(words, [*words[1:], ""], strict=True):
+        if depth == 0 and word.upper() == keyword:
+            table = following.strip('"')
+            break
+        depth += word.count("(") - word.count(")")
+    extra = " FOR UPDATE" if "FOR NO KEY UPDATE" in sql or "FOR UPDATE" in sql else ""
+    if "EXISTS(" in sql.upper():
+        extra += " (EXISTS subquery)"
+    elif re.match(r'SELECT (1|%s) AS "a" ', sql):
+        extra += " (.exists())"
+    if verb == "INSERT" and ("UNNEST" in sql or "), (" in sql):
+        extra += " (several rows)"
+    return f"{verb} {table}{extra}"
+
+
+def bench_one(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(REPO))  # `project` lives in the repository, not in the venv
+    with contextlib.ExitStack() as stack:
+        try:
+            where = stack.enter_context(fresh_database(args.database, args.postgres_url))
+        except Exception as exc:
+            print(f"== {args.database}: cannot prepare a database: {exc}", file=sys.stderr)
+            return 1
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+        from django.db import connection
+
+        from conversations.tools import registry, tool
+
+        call_command("migrate", verbosity=0, interactive=False)
+        if args.durability == "relaxed":
+            relax_durability(connection)
+            where += "; RELAXED DURABILITY (what-if, not the configured behaviour)"
+        user = get_user_model().objects.create_user(username="bench")
+        # Only the bench's tool is offered, as only it is given to pydantic-ai.
+        tools = stack.enter_context(registry.isolated(empty=True))
+        tool(registry=tools)(echo)
+        ours = Ours(user)
+        cells = [measure(ours, k, args.runs, args.warmup) for k in CALLS_PER_ROUND]
+        machine = describe_machine(connection.vendor)
+        print_table(connection.vendor, where, cells, args.runs, machine)
+        if args.profile:
+            profile(ours, args.profile, args.runs)
+    # Informational only: a missed target is reported above, never as a failure.
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
