@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint format typecheck bench clean
+.PHONY: run worker test install lint format typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: install
 	env -u DATABASE_URL $(BIN)/python manage.py migrate --noinput
 	env -u DATABASE_URL $(BIN)/python manage.py setup_demo
 	env -u DATABASE_URL $(BIN)/python manage.py runserver 127.0.0.1:8000
+
+## A Celery worker for the demo: run `CONVERSATIONS_EXECUTOR=celery make run` beside it (needs Redis).
+worker: install
+	env -u DATABASE_URL $(BIN)/celery -A project worker --pool=solo -l info
 
 ## Run the whole suite on SQLite, then again on PostgreSQL when DATABASE_URL is set.
 test: install

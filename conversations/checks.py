@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
@@ -43,6 +44,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 f"CONVERSATIONS['EXECUTOR'] must be 'inline' or 'celery', got {conf.EXECUTOR!r}.",
                 hint="Use 'inline' unless Celery workers are running.",
                 id="conversations.E002",
+            )
+        )
+    if conf.EXECUTOR == "celery" and importlib.util.find_spec("celery") is None:
+        messages.append(
+            Error(
+                "CONVERSATIONS['EXECUTOR'] is 'celery' but Celery is not installed.",
+                hint="pip install 'django-llm-conversations[celery]', or use 'inline'.",
+                id="conversations.E006",
             )
         )
     if not isinstance(conf.HTTP_MAX_RETRIES, int) or conf.HTTP_MAX_RETRIES < 0:

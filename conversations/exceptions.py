@@ -8,6 +8,9 @@ to clients unchanged, so codes are part of the public contract.
     ├── ConfigurationError                  a provider/profile/tool is misconfigured
     ├── ConversationBusy                    another run is already running
     ├── RunCancelled                        the run was cancelled at a step boundary
+    ├── RunNotRunning                       the run has already ended (cancel too late)
+    ├── RunAlreadyClaimed                   another process already executes the run
+    ├── ExecutorUnavailable                 the task queue refused a run (broker down)
     └── ProviderError                       talking to a model provider failed
         ├── ProviderConnectionError         no answer (DNS, refused, reset)
         │   └── ProviderTimeout             the answer took too long
@@ -26,6 +29,7 @@ __all__ = [
     "ConfigurationError",
     "ConversationBusy",
     "ConversationsError",
+    "ExecutorUnavailable",
     "InvalidArgumentError",
     "ProviderAuthenticationError",
     "ProviderConnectionError",
@@ -34,7 +38,9 @@ __all__ = [
     "ProviderRateLimited",
     "ProviderResponseError",
     "ProviderTimeout",
+    "RunAlreadyClaimed",
     "RunCancelled",
+    "RunNotRunning",
 ]
 
 
@@ -90,6 +96,24 @@ class RunCancelled(ConversationsError):
     """The run was cancelled; raised inside the loop at a step boundary."""
 
     code = "run_cancelled"
+
+
+class RunNotRunning(ConversationsError):
+    """The run has already ended, so it cannot be cancelled (or executed) any more."""
+
+    code = "run_not_running"
+
+
+class RunAlreadyClaimed(ConversationsError):
+    """Another process has already taken the run to execute it (a duplicate delivery)."""
+
+    code = "run_already_claimed"
+
+
+class ExecutorUnavailable(ConversationsError):
+    """The run could not be handed to the task queue (the ``celery`` executor)."""
+
+    code = "executor_unavailable"
 
 
 class ProviderError(ConversationsError):

@@ -491,6 +491,14 @@ class Run(models.Model):
     provider = models.CharField(max_length=100, blank=True, help_text="Provider slug or adapter.")
     model = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    claimed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a process took the run to execute it; empty while it waits in a queue.",
+    )
+    worker = models.CharField(
+        max_length=200, blank=True, help_text="host:pid of the process that took the run."
+    )
     final_content = models.TextField(
         blank=True, help_text="The text of the run's last assistant answer, if it ended with one."
     )
@@ -523,6 +531,11 @@ class Run(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(status__in=RunStatus.values), name="conversations_run_status_valid"
+            ),
+            # A claim names its process: admins can tell which worker ran what.
+            models.CheckConstraint(
+                condition=Q(claimed_at__isnull=True) | ~Q(worker=""),
+                name="conversations_run_claim_has_worker",
             ),
         ]
 

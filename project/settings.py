@@ -29,7 +29,10 @@ def _database_from_url(url: str) -> dict[str, object]:
             "PASSWORD": unquote(parsed.password or ""),
             "HOST": parsed.hostname or "",
             "PORT": str(parsed.port or ""),
-            "CONN_MAX_AGE": 0,
+            # Seconds a connection is kept between requests (or Celery tasks);
+            # 0 (the default) opens one per request.
+            "CONN_MAX_AGE": int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+            "CONN_HEALTH_CHECKS": True,
         }
     if parsed.scheme == "sqlite":
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parsed.path) or ":memory:"}
@@ -132,7 +135,30 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# The app's settings; the environment may choose the executor and the lease
+# (e.g. CONVERSATIONS_EXECUTOR=celery for web processes and workers alike).
 CONVERSATIONS: dict[str, object] = {}
+if os.environ.get("CONVERSATIONS_EXECUTOR"):
+    CONVERSATIONS["EXECUTOR"] = os.environ["CONVERSATIONS_EXECUTOR"]
+if os.environ.get("CONVERSATIONS_RUN_LEASE_SECONDS"):
+    CONVERSATIONS["RUN_LEASE_SECONDS"] = int(os.environ["CONVERSATIONS_RUN_LEASE_SECONDS"])
+
+# Celery (used when CONVERSATIONS["EXECUTOR"] is "celery"; see project/celery.py
+# and docs/scaling.md). Tasks are acknowledged after they ran, so a message
+# whose worker died is delivered again; the app's claim on each run makes the
+# second delivery harmless. No result backend: nothing reads task results.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Redis redelivers a message not acknowledged within this many seconds, even
+# while its worker is still busy with it: keep it above the longest run.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600"))
+}
 
 LOGGING = {
     "version": 1,

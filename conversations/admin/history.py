@@ -18,8 +18,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from conversations.exceptions import RunNotRunning
 from conversations.models import Conversation, Message, Run, RunStatus, ToolCall
 from conversations.services.recovery import answer_open_calls, recover_runs
+from conversations.services.runs import cancel_run
 from conversations.tools import registry
 
 from .display import (
@@ -330,7 +332,7 @@ class RunAdmin(ReadOnlyAdmin):
     search_fields = ("=id", "conversation__title", "model", "provider")
     search_help_text = "Run id (exact), conversation title, model or provider."
     date_hierarchy = "started_at"
-    actions = ("recover_interrupted_runs",)
+    actions = ("recover_interrupted_runs", "cancel_runs")
     readonly_fields = (
         "id",
         "conversation_link",
@@ -342,6 +344,8 @@ class RunAdmin(ReadOnlyAdmin):
         "started_at",
         "finished_at",
         "heartbeat_at",
+        "claimed_at",
+        "worker",
         "duration",
         "iterations_display",
         "call_count",
@@ -364,6 +368,7 @@ class RunAdmin(ReadOnlyAdmin):
                     ("status", "termination"),
                     "error_message",
                     ("started_at", "finished_at", "heartbeat_at"),
+                    ("claimed_at", "worker"),
                     "duration",
                     ("iterations_display", "call_count"),
                     "token_detail",
@@ -462,6 +467,22 @@ class RunAdmin(ReadOnlyAdmin):
                 f"{alive} running run(s) still have a live heartbeat and were left alone.",
                 messages.WARNING,
             )
+
+    @admin.action(description="Cancel the selected running runs", permissions=["operate"])
+    def cancel_runs(self, request, queryset):
+        """Through ``services.runs.cancel_run``: each stops at its next step boundary."""
+        cancelled = 0
+        for run in queryset.filter(status=RunStatus.RUNNING):
+            try:
+                cancel_run(run=run)
+            except RunNotRunning:
+                continue  # it ended meanwhile
+            cancelled += 1
+        self.message_user(
+            request,
+            f"Asked {cancelled} run(s) to stop: each ends at its next step boundary "
+            "(a run still waiting for a worker ends now).",
+        )
 
 
 # Tool calls --------------------------------------------------------------------------

@@ -32,12 +32,15 @@ from conversations.exceptions import (
     ConfigurationError,
     ConversationBusy,
     ConversationsError,
+    ExecutorUnavailable,
     InvalidArgumentError,
     ProviderConnectionError,
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
+    RunAlreadyClaimed,
     RunCancelled,
+    RunNotRunning,
 )
 
 __all__ = [
@@ -57,9 +60,12 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (InvalidArgumentError, status.HTTP_400_BAD_REQUEST),
     (ConversationBusy, status.HTTP_409_CONFLICT),
     (RunCancelled, status.HTTP_409_CONFLICT),
+    (RunNotRunning, status.HTTP_409_CONFLICT),
+    (RunAlreadyClaimed, status.HTTP_409_CONFLICT),
     # The server is set up wrongly (a key reference that does not resolve, no
     # profile): not the client's fault, and not a bug (500) either.
     (ConfigurationError, status.HTTP_503_SERVICE_UNAVAILABLE),
+    (ExecutorUnavailable, status.HTTP_503_SERVICE_UNAVAILABLE),
     # Order matters: the first matching class wins (ProviderTimeout is a
     # ProviderConnectionError, both are ProviderErrors).
     (ProviderTimeout, status.HTTP_504_GATEWAY_TIMEOUT),

@@ -35,6 +35,7 @@ __all__ = [
     "MessageSerializer",
     "PostMessageResultSerializer",
     "ProfileSerializer",
+    "QueuedRunSerializer",
     "RunFailureSerializer",
     "RunSerializer",
     "ToolSerializer",
@@ -289,6 +290,9 @@ class RunSerializer(serializers.Serializer):
     duration_ms = serializers.SerializerMethodField()
     error_code = serializers.CharField()
     error_message = serializers.CharField()
+    cancel_requested = serializers.BooleanField(
+        help_text="Someone asked the run to stop (`POST /runs/{id}/cancel/`)."
+    )
     final_content = serializers.CharField()
     tool_calls = serializers.SerializerMethodField()
 
@@ -312,6 +316,18 @@ class PostMessageResultSerializer(serializers.Serializer):
 
     run = RunSerializer()
     messages = MessageSerializer(many=True, help_text="The messages the run added, in order.")
+
+
+class QueuedRunSerializer(PostMessageResultSerializer):
+    """A run handed to a worker (``celery`` executor): follow it with ``events`` or ``url``."""
+
+    messages = MessageSerializer(
+        many=True, help_text="The messages the run has stored so far (the user message first)."
+    )
+    url = serializers.URLField(help_text="The run (`GET /runs/{id}/`), also in `Location`.")
+    events = serializers.URLField(
+        help_text="The run's live events (`GET /runs/{id}/events/`, Server-Sent Events)."
+    )
 
 
 class RunFailureSerializer(ErrorSerializer):

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import docs, views
+from . import docs, events, views
 
 app_name = "conversations"
 
@@ -34,6 +34,8 @@ urlpatterns = [
         name="conversation-export",
     ),
     path("runs/<uuid:run_id>/", views.RunDetailView.as_view(), name="run-detail"),
+    path("runs/<uuid:run_id>/cancel/", views.RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
     path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),

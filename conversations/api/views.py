@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status
@@ -20,8 +21,9 @@ from rest_framework.response import Response
 from conversations.models import Message, Profile, Run, ToolCall
 from conversations.services import conversations as operations
 from conversations.services import create_conversation
+from conversations.services.executors import submit_message, uses_workers
 from conversations.services.providers import get_default_profile
-from conversations.services.tool_loop import run_tool_loop
+from conversations.services.runs import cancel_run
 from conversations.services.tools import available_tools
 
 from .base import ConversationsAPIView
@@ -39,6 +41,7 @@ from .serializers import (
     MessageSerializer,
     PostMessageResultSerializer,
     ProfileSerializer,
+    QueuedRunSerializer,
     RunFailureSerializer,
     RunSerializer,
     ToolSerializer,
@@ -53,6 +56,7 @@ __all__ = [
     "ConversationMessagesView",
     "ConversationRunsView",
     "ProfileListView",
+    "RunCancelView",
     "RunDetailView",
     "ToolListView",
 ]
@@ -71,6 +75,7 @@ ERR_401 = _error("No valid credentials (`not_authenticated`, `authentication_fai
 ERR_403 = _error("Refused (`permission_denied`, e.g. a missing CSRF token with a session).")
 ERR_404 = _error("No such object among yours (`not_found`).")
 ERR_409 = _error("A run is already running on this conversation (`conversation_busy`).")
+ERR_409_ENDED = _error("The run has already ended (`run_not_running`).")
 AUTH_ERRORS = {401: ERR_401, 403: ERR_403}
 
 
@@ -275,13 +280,22 @@ class ConversationMessagesView(ConversationsAPIView):
         operation_id="conversations_messages_create",
         summary="Send a message and run the tool loop",
         description=(
-            "Runs the tool loop to its end and answers 201 with the run and the messages it "
-            "added. When the provider fails, the run ends `failed` and the answer is 502, 503 "
-            "or 504 with the provider's code, the run and its messages."
+            "With the `inline` executor (the default) the request runs the tool loop to its "
+            "end and answers 201 with the run and the messages it added. When the provider "
+            "fails, the run ends `failed` and the answer is 502, 503 or 504 with the "
+            "provider's code, the run and its messages.\n\n"
+            "With the `celery` executor the user message is stored, the run is queued for a "
+            "worker and the answer is 202 with the run (`running`), the messages stored so "
+            "far, the run's `url` (also in `Location`) and its `events` stream "
+            "(`GET /runs/{id}/events/`, Server-Sent Events); 503 `executor_unavailable` "
+            "when the task queue refused the run."
         ),
         request=MessageInputSerializer,
         responses={
             201: PostMessageResultSerializer,
+            202: OpenApiResponse(
+                QueuedRunSerializer, description="Queued for a worker (`celery` executor)."
+            ),
             400: ERR_400,
             **AUTH_ERRORS,
             404: ERR_404,
@@ -293,7 +307,9 @@ class ConversationMessagesView(ConversationsAPIView):
                 RunFailureSerializer,
                 description="The provider is unreachable or rate-limited (with the run), or "
                 "the profile is unusable (`configuration_error` or the code of the adapter "
-                "refusing it, such as `unknown_tool_choice`; no run, nothing answered).",
+                "refusing it, such as `unknown_tool_choice`; no run, nothing answered), or "
+                "the task queue refused the run (`executor_unavailable`, `celery` executor; "
+                "with the failed run and the stored user message).",
             ),
             504: OpenApiResponse(RunFailureSerializer, description="The provider timed out."),
         },
@@ -303,8 +319,9 @@ class ConversationMessagesView(ConversationsAPIView):
         conversation = self.get_conversation(conversation_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        queued = uses_workers()
         with blame_configuration():
-            run = run_tool_loop(
+            run = submit_message(
                 conversation=conversation, content=serializer.validated_data["content"]
             )
         run = _runs(Run.objects.filter(pk=run.pk)).get()
@@ -316,7 +333,15 @@ class ConversationMessagesView(ConversationsAPIView):
         if failure is not None:
             body = error_body(run.error_code, run.error_message)
             return Response({**body, **result}, status=failure)
-        return Response(result, status=status.HTTP_201_CREATED)
+        if not queued:
+            return Response(result, status=status.HTTP_201_CREATED)
+        url = request.build_absolute_uri(reverse("conversations:run-detail", args=[run.pk]))
+        events = request.build_absolute_uri(reverse("conversations:run-events", args=[run.pk]))
+        return Response(
+            {**result, "url": url, "events": events},
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": url},
+        )
 
 
 # Runs -----------------------------------------------------------------------------------------
@@ -356,6 +381,30 @@ class RunDetailView(ConversationsAPIView):
     def get(self, request: Request, run_id: Any) -> Response:
         runs = _runs(Run.objects.filter(conversation__owner=request.user))
         return Response(RunSerializer(get_object_or_404(runs, pk=run_id)).data)
+
+
+class RunCancelView(ConversationsAPIView):
+    """Ask one of the user's running runs to stop."""
+
+    @document(
+        operation_id="runs_cancel",
+        summary="Cancel a run",
+        description=(
+            "Asks the run to stop and answers 202 with the run as it is now. The loop stops "
+            "at its next step boundary (before asking the model again, or between two "
+            "tools; a tool already running finishes), answers its open calls as cancelled "
+            "and ends the run `cancelled`. A run still waiting for a worker ends at once. "
+            "409 `run_not_running` when the run has already ended."
+        ),
+        request=None,
+        responses={202: RunSerializer, 404: ERR_404, 409: ERR_409_ENDED, **AUTH_ERRORS},
+        tags=["runs"],
+    )
+    def post(self, request: Request, run_id: Any) -> Response:
+        run = get_object_or_404(Run.objects.filter(conversation__owner=request.user), pk=run_id)
+        cancel_run(run=run)
+        run = _runs(Run.objects.filter(pk=run.pk)).get()
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
 # Export -----------------------------------------------------------------------------------------

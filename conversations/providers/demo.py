@@ -4,12 +4,22 @@ It lets ``make run`` show the whole tool loop with no network and no key. It
 looks at the last user message and asks for the demo tools it recognises
 (several requests in one message give parallel calls); once the results are
 in, it answers from them. It only calls tools that were offered.
+
+Two additions make it a stand-in for a real model in tests and benchmarks:
+
+- a line ``/call NAME {"json": "arguments"}`` in the user message asks for the
+  (offered) tool ``NAME`` with those arguments, so any tool, including your
+  own, can be driven through the demo profile; several lines give parallel
+  calls, and a line's arguments may be omitted (``{}``);
+- ``latency`` (the ``latency_seconds`` option of a demo ``Provider`` record)
+  makes every answer wait that long, like a remote model would.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +36,7 @@ _WEATHER = re.compile(
 )
 _TIME = re.compile(r"\b(?:time|clock)\b", re.IGNORECASE)
 _TIME_ZONE = re.compile(r"\b([A-Z][a-z]+/[A-Z][A-Za-z_]+)\b")
+_COMMAND = re.compile(r"^\s*/call\s+([a-zA-Z0-9_-]{1,64})\s*(.*?)\s*$", re.MULTILINE)
 _ARITHMETIC = re.compile(
     r"(?<![\w.])(\(?\s*-?\d[\d.\s]*(?:[-+*/%^]+\s*\(?\s*-?\d[\d.\s]*\)?\s*)+\)?)"
 )
@@ -40,6 +51,15 @@ HELP_TEXT = (
 
 def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
+
+
+def _command_arguments(raw: str) -> dict[str, Any]:
+    """The JSON object of a ``/call`` line; an empty object when there is none or it is not one."""
+    try:
+        value: Any = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _summarise(result: str) -> str:
@@ -58,6 +78,11 @@ class DemoProvider:
 
     provider_name = "demo"
 
+    def __init__(self, *, latency: float = 0.0) -> None:
+        if latency < 0:
+            raise ValueError("latency must be >= 0 seconds")
+        self.latency = latency
+
     def complete(
         self,
         messages: Sequence[ChatMessage],
@@ -66,6 +91,8 @@ class DemoProvider:
         options: CompletionOptions,
     ) -> CompletionResponse:
         """Ask for tools the last user message wants, or answer from their results."""
+        if self.latency:
+            time.sleep(self.latency)
         prompt_tokens = sum(_estimate_tokens(m.content) for m in messages)
         results = self._trailing_results(messages)
         if results:
@@ -97,6 +124,13 @@ class DemoProvider:
 
     @staticmethod
     def _plan(text: str, offered: set[str]) -> list[ToolCall]:
+        commands = _COMMAND.findall(text)
+        if commands:
+            return [
+                ToolCall(id=fresh_call_id(), name=name, arguments=_command_arguments(raw))
+                for name, raw in commands
+                if name in offered
+            ]
         calls: list[ToolCall] = []
         if "get_weather" in offered:
             for match in _WEATHER.finditer(text):

@@ -50,7 +50,12 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
     if adapter == "demo":
         from conversations.providers.demo import DemoProvider
 
-        return DemoProvider()
+        latency = (provider.options or {}).get("latency_seconds", 0)
+        if isinstance(latency, bool) or not isinstance(latency, int | float) or latency < 0:
+            raise ConfigurationError(
+                f'provider "{provider.slug}": option "latency_seconds" must be a number >= 0'
+            )
+        return DemoProvider(latency=float(latency))
     api_key = resolve(provider.api_key_ref)
     common: dict[str, Any] = {
         "api_key": api_key,

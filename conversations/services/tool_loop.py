@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import socket
 import threading
 import time
 import traceback
@@ -39,6 +41,7 @@ from conversations.exceptions import (
     ConversationBusy,
     ConversationsError,
     ProviderError,
+    RunAlreadyClaimed,
     RunCancelled,
 )
 from conversations.models import Conversation, Profile, Run
@@ -56,11 +59,14 @@ from conversations.services.tools import available_tools
 from conversations.tools import Tool, ToolContext, execute, truncate_result, validate_arguments
 
 __all__ = [
+    "claim_run",
+    "end_unclaimed_run",
     "execute_run",
     "history_for_provider",
     "run_tool_loop",
     "start_run",
     "tool_error_text",
+    "worker_name",
 ]
 
 logger = logging.getLogger("conversations.tool_loop")
@@ -179,9 +185,18 @@ def start_run(
 def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
     """Drive a ``running`` run to a terminal status (the loop itself).
 
+    The run is claimed first (:func:`claim_run`), so it executes at most once
+    whatever delivers it: a run that has already ended is returned as it is,
+    one another process has claimed raises :class:`RunAlreadyClaimed`.
+
     A configuration problem found here (no usable provider, a key that does
     not resolve) ends the run ``failed`` with its code and is raised again.
     """
+    if not claim_run(run=run):
+        run.refresh_from_db()
+        if run.status != Run.Status.RUNNING:
+            return run
+        raise RunAlreadyClaimed(f"run {run.pk} is already being executed by {run.worker}")
     profile = run.profile
     try:
         if provider is None:
@@ -241,6 +256,42 @@ def _drive(
         # Not swallowed: record the failure so the conversation stays usable, then re-raise.
         _finish_after_error(run, exc)
         raise
+
+
+def claim_run(*, run: Run) -> bool:
+    """Take a ``running``, unclaimed run for this process (compare-and-set); ``True`` if taken.
+
+    One ``UPDATE ... WHERE status = 'running' AND claimed_at IS NULL``: of any
+    number of processes handed the same run (a redelivered task, a requeue,
+    a cancellation ending a queued run) exactly one wins. The heartbeat is
+    refreshed in the same statement, so a run that waited in a queue longer
+    than the lease is not taken for dead the moment it starts.
+    """
+    now = timezone.now()
+    taken = Run.objects.filter(
+        pk=run.pk, status=Run.Status.RUNNING, claimed_at__isnull=True
+    ).update(claimed_at=now, worker=worker_name(), heartbeat_at=now)
+    if taken:
+        run.claimed_at = run.heartbeat_at = now
+        run.worker = worker_name()
+    return bool(taken)
+
+
+def end_unclaimed_run(*, run: Run, status: str, error_code: str, error_message: str = "") -> bool:
+    """End a run that no process has claimed yet (it waits in a queue); ``True`` if ended.
+
+    Used for a queued run that is cancelled, or that could not be enqueued.
+    Claims it first, so a worker receiving it afterwards finds it ended.
+    """
+    if not claim_run(run=run):
+        return False
+    _finish(run, status, error_code=error_code, error_message=error_message)
+    return True
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process, recorded on the runs it claims."""
+    return f"{socket.gethostname()}:{os.getpid()}"[:200]
 
 
 def history_for_provider(
@@ -358,9 +409,14 @@ def _run_calls(run: Run, rows: list[ToolCallRow], tools: dict[str, Tool]) -> Non
     if runnable:
         # Committed before anything runs: after a crash these are answered as
         # interrupted, never executed again (they may have had side effects).
+        marked = timezone.now()
         ToolCallRow.objects.filter(pk__in=[r.pk for r in runnable]).update(
-            status=ToolCallRow.Status.RUNNING, started_at=timezone.now()
+            status=ToolCallRow.Status.RUNNING, started_at=marked
         )
+        for row in runnable:
+            # Mirrored in memory: a call cancelled before it ran keeps this
+            # time instead of having it reset to NULL by the final bulk update.
+            row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
     watch = _CancelWatch(run)
     for row in runnable:
         if watch.cancelled():

@@ -406,6 +406,21 @@ def test_recover_action_interrupts_only_stale_runs(admin_client, history, owner,
     assert call.results.get().content.startswith('Error: tool "get_current_time" was interrupted')
 
 
+def test_cancel_action_flags_running_runs_only(admin_client, history, owner, profile):
+    live = add_run(create_conversation(owner=owner, title="Live"), profile, Run.Status.RUNNING)
+    Run.objects.filter(pk=live.pk).update(claimed_at=live.started_at, worker="host:1")
+    response = admin_client.post(
+        admin_url(Run, "changelist"),
+        {"action": "cancel_runs", "_selected_action": [live.pk, history.run.pk]},
+        follow=True,
+    )
+    assert "Asked 1 run(s) to stop" in html(response)
+    live.refresh_from_db()
+    assert live.cancel_requested and live.status == Run.Status.RUNNING
+    history.run.refresh_from_db()
+    assert not history.run.cancel_requested
+
+
 def test_answer_open_calls_action(admin_client, history):
     response = admin_client.post(
         admin_url(Conversation, "changelist"),

@@ -109,7 +109,7 @@ def test_schemathesis_finds_no_server_error(user, profile, conversation, capsys)
     statuses: dict[str, collections.Counter] = {}
     unsatisfiable: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 13
+    assert len(operations) == 14
 
     for operation in operations:
         label = f"{operation.method.upper()} {operation.path}"
@@ -153,3 +153,4 @@ def test_schemathesis_finds_no_server_error(user, profile, conversation, capsys)
     # The owned objects were reached, not only random ids.
     assert statuses["POST /api/conversations/{conversation_id}/messages/"][201] > 0
     assert statuses["POST /api/conversations/import/"][201] > 0
+    assert statuses["POST /api/runs/{run_id}/cancel/"][409] > 0  # the owned run has ended

@@ -316,3 +316,55 @@ def test_screenshot_of_the_admin_transcript(live_server, demo_transcript, browse
     expect(page.locator("body")).to_contain_text("get_current_time")
     save_screenshot(page, "admin.png", full_page=True)
     context.close()
+
+
+@pytest.mark.postgres
+def test_with_workers_the_page_follows_the_run_events(
+    live_server, demo, browser, workers, settings, tmp_path
+):
+    """EXECUTOR "celery": the POST answers 202 and the page follows the run's SSE stream.
+
+    A Celery worker (a real process) runs the loop; the slow tool lets the test
+    see the card "running" from a ``tool_call_started`` event, and a reload in
+    the middle of the run picks the run up again.
+    """
+    settings.CONVERSATIONS = {"EXECUTOR": "celery", "MESSAGE_THROTTLE_RATE": None}
+    workers(WORKER_TOOL_LOG=str(tmp_path / "tools.log"))
+    context = browser.new_context(viewport={"width": 1000, "height": 800})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    streams: list[str] = []
+    statuses: list[int] = []
+    page.on("request", lambda request: "/events/" in request.url and streams.append(request.url))
+    page.on(
+        "response",
+        lambda response: (
+            "/messages/" in response.url
+            and response.request.method == "POST"
+            and statuses.append(response.status)
+        ),
+    )
+    console_errors: list[str] = []
+    page.on("pageerror", lambda error: console_errors.append(str(error)))
+    log_in(page, live_server.url)
+    expect(page.locator("#llm-profile option[value=demo]")).to_have_count(1)
+
+    box = page.get_by_role("textbox", name="Message")
+    box.fill('/call slow_step {"label": "one", "seconds": 2.5}')
+    box.press("Enter")
+    card = page.locator("details.llm-tool")
+    expect(card.locator(".llm-badge")).to_have_text("running")
+    expect(page.get_by_role("status")).to_contain_text("Working… 1 tool call (slow_step)")
+    assert statuses == [202] and len(streams) == 1
+
+    # A reload while the worker still runs the tool: the page follows the run again.
+    page.reload()
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    answer = page.locator(".llm-msg-assistant .llm-msg-text").last
+    expect(answer).to_contain_text("slow_step", timeout=TIMEOUT_MS)
+    expect(page.locator("details.llm-tool .llm-badge")).to_have_text("succeeded")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(page.locator("#llm-alert")).to_be_hidden()
+    assert len(streams) == 2
+    assert console_errors == []
+    context.close()

@@ -1,6 +1,6 @@
 """``manage.py recover_runs``: end runs whose process died, answering their open calls."""
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from conversations.services.recovery import recover_runs
 
@@ -8,7 +8,9 @@ from conversations.services.recovery import recover_runs
 class Command(BaseCommand):
     help = (
         "Mark running runs whose heartbeat is older than the lease as interrupted and "
-        "answer their open tool calls (never executing them again)."
+        "answer their open tool calls (never executing them again). With --requeue, "
+        "runs that no worker ever took (their message was lost) are published again "
+        "instead."
     )
 
     def add_arguments(self, parser):
@@ -19,8 +21,22 @@ class Command(BaseCommand):
             help="Seconds without heartbeat after which a run counts as dead "
             "(default: CONVERSATIONS['RUN_LEASE_SECONDS']).",
         )
+        parser.add_argument(
+            "--requeue",
+            action="store_true",
+            help="Publish again the runs still waiting for a worker after the lease "
+            "(never claimed by any process, so nothing of them ran); needs the celery "
+            "executor. Runs a worker had taken are interrupted as usual.",
+        )
 
-    def handle(self, *args, lease=None, **options):
+    def handle(self, *args, lease=None, requeue=False, **options):
+        if requeue:
+            from conversations.services.executors import requeue_runs, uses_workers
+
+            if not uses_workers():
+                raise CommandError("--requeue needs CONVERSATIONS['EXECUTOR'] = 'celery'")
+            for run in requeue_runs(lease_seconds=lease):
+                self.stdout.write(f"requeued run {run.pk} (conversation {run.conversation_id})")
         runs = recover_runs(lease_seconds=lease)
         for run in runs:
             self.stdout.write(f"interrupted run {run.pk} (conversation {run.conversation_id})")

@@ -5,9 +5,16 @@
  * only ever put into the page as text (text nodes / textContent), never as
  * HTML, so a model cannot inject markup or script.
  *
- * While a message is being answered (the POST runs the whole tool loop), the
- * page polls GET messages/?after=N so the tool calls appear as they are stored;
- * the POST's answer then replaces what the polls showed with the final state.
+ * While a message is being answered, the tool calls appear as they are stored:
+ * - the POST runs the whole tool loop (executor "inline", answer 201): the page
+ *   polls GET messages/?after=N meanwhile, and the POST's answer then replaces
+ *   what the polls showed with the final state;
+ * - a worker runs it (executor "celery", answer 202): the page follows the
+ *   run's Server-Sent Events (GET runs/ID/events/, EventSource; the browser
+ *   resumes with Last-Event-ID after a network hiccup), or polls the run when
+ *   EventSource is missing or the stream fails.
+ * A conversation opened while one of its runs is still running is followed
+ * the same way.
  */
 (() => {
   "use strict";
@@ -609,6 +616,9 @@
       if (!state.messages.size) {
         resetTranscript("No messages yet. Ask something below.");
       }
+      if (conversation.last_run && conversation.last_run.status === "running" && !state.busy) {
+        attachToRun(conversation.id, conversation.last_run); // still being answered
+      }
     } catch (error) {
       if (!stale()) {
         resetTranscript("");
@@ -673,11 +683,92 @@
     };
   }
 
-  /** When a worker runs the loop (EXECUTOR "celery"), wait for the run to end. */
-  async function waitForRun(conversationId, run, since) {
+  const runUrl = (id) => `${apiRoot}runs/${encodeURIComponent(id)}/`;
+
+  /** Polling fallback: wait for the run to end, showing new messages meanwhile. */
+  async function pollRun(conversationId, run, since) {
     while (run.status === "running") {
       await sleep(POLL_MS);
-      run = await api("GET", `${apiRoot}runs/${encodeURIComponent(run.id)}/`);
+      run = await api("GET", runUrl(run.id));
+      if (isCurrent(conversationId)) {
+        renderMessages(pageItems(await api("GET", messagesUrl(conversationId, state.lastPosition))));
+        setProgress(describeProgress(since));
+      }
+    }
+    return run;
+  }
+
+  /** A newer state of one call (from an event): update it in its assistant message. */
+  function updateCall(call, position) {
+    let message = position !== undefined ? state.messages.get(Number(position)) : undefined;
+    if (!message) {
+      message = [...state.messages.values()].find((m) =>
+        (m.tool_calls || []).some((c) => c.id === call.id)
+      );
+    }
+    if (!message) {
+      return;
+    }
+    message.tool_calls = (message.tool_calls || []).map((c) => (c.id === call.id ? call : c));
+    renderMessage(message);
+  }
+
+  /** Follow the run's Server-Sent Events until ``run_finished``; resolves with the run. */
+  function streamRun(conversationId, eventsUrl, since) {
+    return new Promise((resolve, reject) => {
+      const source = new EventSource(eventsUrl); // same origin: the session cookie goes along
+      let settled = false;
+      const settle = (callback, value) => {
+        if (!settled) {
+          settled = true;
+          source.close();
+          callback(value);
+        }
+      };
+      const on = (type, handler) =>
+        source.addEventListener(type, (event) => {
+          let data;
+          try {
+            data = JSON.parse(event.data);
+          } catch {
+            return;
+          }
+          if (type === "run_finished") {
+            settle(resolve, data.run);
+          } else if (isCurrent(conversationId)) {
+            handler(data);
+            setProgress(describeProgress(since));
+          }
+        });
+      on("run_started", (data) => data.message && renderMessages([data.message]));
+      on("assistant_turn", (data) => renderMessages([data.message]));
+      on("tool_call_started", (data) => updateCall(data.call, data.position));
+      on("tool_call_finished", (data) => {
+        updateCall(data.call);
+        renderMessages([data.message]);
+      });
+      on("run_finished", () => {});
+      source.onerror = () => {
+        // While CONNECTING the browser retries by itself; CLOSED means it gave up (4xx, 204).
+        if (source.readyState === EventSource.CLOSED) {
+          settle(reject, new Error("the event stream closed"));
+        }
+      };
+    });
+  }
+
+  /** Wait for a run a worker (or another request) executes; then read what it stored. */
+  async function followRun(conversationId, run, since) {
+    if (run.status === "running") {
+      let followed = null;
+      if (window.EventSource) {
+        try {
+          followed = await streamRun(conversationId, `${runUrl(run.id)}events/`, since);
+        } catch {
+          followed = null; // fall back to polling
+        }
+      }
+      run = followed || (await pollRun(conversationId, run, since));
     }
     const data = await api("GET", messagesUrl(conversationId, since));
     return { run, messages: pageItems(data) };
@@ -735,12 +826,16 @@
       let result;
       try {
         result = await api("POST", messagesUrl(conversation.id), { content });
-        if (result && result.run && result.run.status === "running") {
-          result = await waitForRun(conversation.id, result.run, since);
-        }
       } finally {
         // Let a poll in flight land first, so it cannot overwrite the final state.
         await poller.stop();
+      }
+      if (result && result.run && result.run.status === "running") {
+        // Answer 202: a worker runs the loop; follow its events.
+        if (isCurrent(conversation.id)) {
+          renderMessages(result.messages || []);
+        }
+        result = await followRun(conversation.id, result.run, since);
       }
       if (isCurrent(conversation.id)) {
         renderMessages((result && result.messages) || []);
@@ -760,6 +855,25 @@
     } finally {
       setBusy(false);
       ui.input.focus();
+    }
+  }
+
+  /** Follow a run that was already running when the conversation was opened. */
+  async function attachToRun(conversationId, run) {
+    setBusy(true);
+    const since = state.lastPosition;
+    try {
+      const result = await followRun(conversationId, run, since);
+      if (isCurrent(conversationId)) {
+        renderMessages(result.messages);
+        reportRun(result.run);
+      }
+    } catch (error) {
+      if (isCurrent(conversationId)) {
+        showError(error);
+      }
+    } finally {
+      setBusy(false);
     }
   }
 

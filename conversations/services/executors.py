@@ -1,0 +1,123 @@
+"""Who executes a run: the request itself (``inline``) or a Celery worker (``celery``).
+
+``CONVERSATIONS["EXECUTOR"]`` chooses. With ``inline`` the caller waits for
+the whole tool loop. With ``celery`` the run is started here (the user message
+is committed, the run is ``running`` and unclaimed) and its id is published
+once the transaction commits; a worker claims it (``claim_run``) and executes
+it. Delivery is at least once, the outcome exactly once: see
+``conversations.tasks`` and docs/adr/0004-runs-outside-the-request.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from conversations.conf import app_settings
+from conversations.exceptions import ConfigurationError, ExecutorUnavailable
+from conversations.models import Conversation, Run
+from conversations.services.providers import build_provider, get_default_profile
+from conversations.services.tool_loop import (
+    end_unclaimed_run,
+    execute_run,
+    run_tool_loop,
+    start_run,
+)
+
+__all__ = ["requeue_runs", "submit_message", "submit_run", "uses_workers"]
+
+logger = logging.getLogger("conversations.executors")
+
+
+def uses_workers() -> bool:
+    """Whether runs are executed by Celery workers rather than in the request."""
+    return app_settings().EXECUTOR == "celery"
+
+
+def submit_message(*, conversation: Conversation, content: str) -> Run:
+    """Answer a user message with the configured executor; return its run.
+
+    ``inline``: the finished run (this is :func:`run_tool_loop`). ``celery``:
+    the run as started, still ``running`` (or ``failed`` with code
+    ``executor_unavailable`` when the broker refused the message). Either way
+    a configuration error (no profile, a key reference that does not resolve)
+    is raised before anything is stored, and a busy conversation raises
+    ``ConversationBusy``.
+    """
+    if not uses_workers():
+        return run_tool_loop(conversation=conversation, content=content)
+    profile = conversation.profile or get_default_profile()
+    if profile is not None:
+        build_provider(profile)  # fail now, in the request, not later in a worker
+    run = start_run(conversation=conversation, content=content, profile=profile)
+    submit_run(run)
+    return run
+
+
+def submit_run(run: Run) -> None:
+    """Hand a started, unclaimed run to the configured executor.
+
+    ``inline`` executes it now, in this process. ``celery`` publishes its id
+    after the current transaction commits (at once outside of one), so a
+    worker never looks for a run it cannot see yet.
+    """
+    if not uses_workers():
+        execute_run(run=run)
+        return
+    transaction.on_commit(partial(_publish, run))
+
+
+def _publish(run: Run) -> None:
+    try:
+        from conversations.tasks import execute_run_task
+
+        if execute_run_task is None:
+            raise ConfigurationError("CONVERSATIONS['EXECUTOR'] is 'celery' but Celery is missing")
+        execute_run_task.delay(str(run.pk))
+    except Exception as exc:
+        # The broker is down or Celery is not set up: end the run now rather
+        # than leave it waiting for a worker that will never hear of it.
+        logger.exception("run %s could not be enqueued", run.pk)
+        end_unclaimed_run(
+            run=run,
+            status=Run.Status.FAILED,
+            error_code=ExecutorUnavailable.code,
+            error_message=f"the run could not be handed to a worker ({type(exc).__name__})",
+        )
+
+
+def requeue_runs(*, lease_seconds: int | None = None) -> list[Run]:
+    """Publish again the runs that wait for a worker longer than the lease; return them.
+
+    A run qualifies when it is ``running``, no process ever claimed it
+    (``claimed_at`` is empty: nothing of it has executed, so executing it is
+    safe) and its heartbeat is older than the lease. Its heartbeat is reset in
+    the same conditional ``UPDATE`` that selects it, which gives it a new lease
+    in the queue and makes a concurrent ``recover_runs`` leave it alone; a
+    run that was claimed meanwhile is skipped. If the original message was not
+    lost after all, the worker receiving the second copy finds the run claimed
+    or ended and does nothing.
+    """
+    if not uses_workers():
+        raise ConfigurationError("requeueing needs CONVERSATIONS['EXECUTOR'] = 'celery'")
+    lease = lease_seconds if lease_seconds is not None else app_settings().RUN_LEASE_SECONDS
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=lease)
+    waiting = Run.objects.filter(
+        status=Run.Status.RUNNING, claimed_at__isnull=True, heartbeat_at__lt=cutoff
+    )
+    requeued: list[Run] = []
+    for run in waiting.select_related("conversation"):
+        renewed = Run.objects.filter(
+            pk=run.pk, status=Run.Status.RUNNING, claimed_at__isnull=True, heartbeat_at__lt=cutoff
+        ).update(heartbeat_at=now)
+        if renewed:
+            run.heartbeat_at = now
+            _publish(run)
+            logger.warning("run %s re-enqueued (no worker took it within the lease)", run.pk)
+            requeued.append(run)
+    return requeued

@@ -1,0 +1,1 @@
+"""Tests of the Celery tasks, with real worker processes where it matters."""
