@@ -102,8 +102,12 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
             "OPTIONS": {
+                # Writers take the lock when they begin, so concurrent appends queue
+                # instead of failing; WAL lets readers go on while one writes, and
+                # with WAL, synchronous=NORMAL stays consistent after a crash
+                # (only the last commits can be lost on power failure).
                 "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL;",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
         }
     }

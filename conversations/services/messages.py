@@ -318,6 +318,8 @@ def _write(
                 for call_index, call in enumerate(item.tool_calls)
             ]
             ToolCall.objects.bulk_create(calls)
+            # Handed over as the prefetched relation: row.tool_calls.all() needs no query.
+            row._prefetched_objects_cache = {"tool_calls": calls}
             call_rows.update((call.call_id, call) for call in calls)
     if segment:
         Message.objects.bulk_create(segment)
