@@ -203,7 +203,10 @@ class Profile(models.Model):
     allowed_tools = models.JSONField(
         null=True,
         blank=True,
-        help_text="Empty (null) = every registered tool; otherwise a list of tool names.",
+        help_text=(
+            "Empty (null) = every enabled tool; otherwise a list of the tool names this "
+            "profile may offer ([] = none)."
+        ),
     )
     tool_choice = models.CharField(
         max_length=64,
@@ -435,6 +438,8 @@ class ToolCall(models.Model):
 
     class Meta:
         ordering = ["message_id", "index"]
+        # The admin filters and counts calls by tool name.
+        indexes = [models.Index(fields=["name"], name="conversations_toolcall_name")]
         constraints = [
             # Rule 5
             models.CheckConstraint(
