@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -26,6 +25,7 @@ from conversations.exceptions import (
 )
 from conversations.providers.anthropic import AnthropicProvider, wire_call_id
 from conversations.providers.base import CompletionOptions
+from tests.providers.mock_http import Outcome, provider_with_replies, timeout
 from tests.providers.wire_anthropic import validate_anthropic_request
 
 KEY = "sk-ant-test-9f8e7d6c5b4a"
@@ -167,35 +167,19 @@ def build(
     return body
 
 
-Outcome = httpx.Response | Callable[[httpx.Request], httpx.Response]
-
-
 def mock_provider(
     *outcomes: Outcome, **kwargs: Any
 ) -> tuple[AnthropicProvider, list[httpx.Request], list[float]]:
-    """An adapter whose client answers with ``outcomes`` in turn, recording requests and sleeps."""
-    queue = list(outcomes)
-    requests: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        requests.append(request)
-        outcome = queue.pop(0)
-        return outcome(request) if callable(outcome) else outcome
-
-    sleeps: list[float] = []
-    client = httpx.Client(transport=httpx.MockTransport(handler))
-    provider = AnthropicProvider(api_key=KEY, http_client=client, sleep=sleeps.append, **kwargs)
-    return provider, requests, sleeps
+    """A AnthropicProvider whose client answers with ``outcomes`` in turn."""
+    return provider_with_replies(
+        AnthropicProvider, *outcomes, api_key=kwargs.pop("api_key", KEY), **kwargs
+    )
 
 
 def sent(request: httpx.Request) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(request.content)
     assert validate_anthropic_request(body) == []
     return body
-
-
-def timeout(request: httpx.Request) -> httpx.Response:
-    raise httpx.ReadTimeout("timed out", request=request)
 
 
 # The reference's worked examples -----------------------------------------------------

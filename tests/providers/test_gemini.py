@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -25,6 +24,7 @@ from conversations.exceptions import (
 )
 from conversations.providers.base import CompletionOptions
 from conversations.providers.gemini import GeminiProvider, gemini_parameters
+from tests.providers.mock_http import Outcome, provider_with_replies, timeout
 from tests.providers.wire_gemini import validate_gemini_request
 
 KEY = "AIzaSyTest-0123456789abcdef"
@@ -237,35 +237,19 @@ def parse(body: dict[str, Any], known_ids: tuple[str, ...] = ()) -> Any:
     return GeminiProvider(api_key=KEY).parse_response(body, known_ids=known_ids)
 
 
-Outcome = httpx.Response | Callable[[httpx.Request], httpx.Response]
-
-
 def mock_provider(
     *outcomes: Outcome, **kwargs: Any
 ) -> tuple[GeminiProvider, list[httpx.Request], list[float]]:
-    """An adapter whose client answers with ``outcomes`` in turn, recording requests and sleeps."""
-    queue = list(outcomes)
-    requests: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        requests.append(request)
-        outcome = queue.pop(0)
-        return outcome(request) if callable(outcome) else outcome
-
-    sleeps: list[float] = []
-    client = httpx.Client(transport=httpx.MockTransport(handler))
-    provider = GeminiProvider(api_key=KEY, http_client=client, sleep=sleeps.append, **kwargs)
-    return provider, requests, sleeps
+    """A GeminiProvider whose client answers with ``outcomes`` in turn."""
+    return provider_with_replies(
+        GeminiProvider, *outcomes, api_key=kwargs.pop("api_key", KEY), **kwargs
+    )
 
 
 def sent(request: httpx.Request) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(request.content)
     assert validate_gemini_request(body) == []
     return body
-
-
-def timeout(request: httpx.Request) -> httpx.Response:
-    raise httpx.ReadTimeout("timed out", request=request)
 
 
 # The reference's worked examples -----------------------------------------------------
