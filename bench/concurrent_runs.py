@@ -55,6 +55,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse, urlunparse
 
+from postgres_admin import postgres_admin  # bench/ is sys.path[0] when run as a script
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/13"
@@ -131,7 +133,7 @@ def fresh_database(postgres_url: str | None) -> Iterator[str]:
     parsed = urlparse(url)
     base = unquote(parsed.path.lstrip("/")) or "bench"
     name = f"{base}_runs_{uuid.uuid4().hex[:8]}"
-    _postgres_admin(parsed, f'CREATE DATABASE "{name}"')
+    postgres_admin(parsed, f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
     try:
         yield f"PostgreSQL, throwaway database {name} on {parsed.hostname}:{parsed.port or 5432}"
@@ -140,21 +142,7 @@ def fresh_database(postgres_url: str | None) -> Iterator[str]:
             from django.db import connections
 
             connections.close_all()
-        _postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _postgres_admin(parsed: Any, statement: str) -> None:
-    import psycopg
-
-    with psycopg.connect(
-        host=parsed.hostname or "",
-        port=parsed.port or 5432,
-        user=unquote(parsed.username or ""),
-        password=unquote(parsed.password or ""),
-        dbname="postgres",
-        autocommit=True,
-    ) as admin:
-        admin.execute(statement)  # the name is ours (hex suffix), not user input
+        postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def prepare(runs: int, latency: float) -> tuple[str, list[str]]:

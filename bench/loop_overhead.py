@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse, urlunparse
 
+from postgres_admin import postgres_admin  # bench/ is sys.path[0] when run as a script
+
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 5
 CALLS_PER_ROUND = (1, 5, 20)
@@ -151,7 +153,7 @@ def fresh_database(database: str, postgres_url: str | None) -> Iterator[str]:
     # A new database per invocation: migrations run into an empty schema, and
     # whatever the URL names (perhaps someone's development data) is untouched.
     name = f"{base}_loop_{uuid.uuid4().hex[:8]}"
-    _postgres_admin(parsed, f'CREATE DATABASE "{name}"')
+    postgres_admin(parsed, f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
     try:
         yield f"PostgreSQL, throwaway database {name} on {parsed.hostname}:{parsed.port or 5432}"
@@ -159,22 +161,7 @@ def fresh_database(database: str, postgres_url: str | None) -> Iterator[str]:
         from django.db import connections
 
         connections.close_all()
-        _postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _postgres_admin(parsed: Any, statement: str) -> None:
-    """Run CREATE/DROP DATABASE from the server's maintenance database (needs autocommit)."""
-    import psycopg
-
-    with psycopg.connect(
-        host=parsed.hostname or "",
-        port=parsed.port or 5432,
-        user=unquote(parsed.username or ""),
-        password=unquote(parsed.password or ""),
-        dbname="postgres",
-        autocommit=True,
-    ) as admin:
-        admin.execute(statement)  # the name is ours (hex suffix), not user input
+        postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def relax_durability(connection: Any) -> None:
