@@ -229,24 +229,24 @@ def _drive(
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
             response, latency_ms = _ask(provider, history, specs, options)
-            calls = _persist_turn(run, response, latency_ms, counts_as_round=True, tools=tools)
+            checked = _persist_turn(run, response, latency_ms, counts_as_round=True, tools=tools)
             history.append(response.to_message())
-            if not calls:
+            if not checked:
                 return _finish(run, Run.Status.COMPLETED, final_content=response.content)
-            outcomes = _run_calls(run, calls, tools, watch)
+            outcomes = _run_calls(run, checked, tools, watch)
             history.extend(ChatMessage.tool_result(o.row.call_id, o.content) for o in outcomes)
         # Every round asked for tools: one more call, with none offered, for the answer.
         watch.raise_if_cancelled()
         final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
         response, latency_ms = _ask(provider, history, [], final_options)
-        calls = _persist_turn(run, response, latency_ms, counts_as_round=False, tools={})
-        if calls:
+        checked = _persist_turn(run, response, latency_ms, counts_as_round=False, tools={})
+        if checked:
             # Tools were not offered; answer each call so the history stays valid.
             _persist_outcomes(
                 run,
                 [
                     _Outcome(c, ToolCallRow.Status.REJECTED, tool_error_text(NOT_PERMITTED, c.name))
-                    for c in calls
+                    for c, _ in checked
                 ],
             )
         return _finish(run, Run.Status.MAX_ITERATIONS, final_content=response.content)
@@ -343,8 +343,10 @@ def _persist_turn(
     *,
     counts_as_round: bool,
     tools: dict[str, Tool],
-) -> list[ToolCallRow]:
+) -> list[tuple[ToolCallRow, _Outcome | None]]:
     """Store the assistant turn, its calls and the run's counters in one transaction.
+
+    Returns each call with its rejection (``None`` when it may run).
 
     Calls that will be executed are marked ``running`` in the same
     transaction, before any of them starts: after a crash they are answered as
@@ -366,7 +368,8 @@ def _persist_turn(
         )
         # append_messages hands the inserted calls over as the prefetched relation.
         rows = list(message.tool_calls.all()) if response.has_tool_calls else []
-        runnable = [row for row in rows if _check(row, tools) is None]
+        checked = [(row, _check(row, tools)) for row in rows]
+        runnable = [row for row, rejection in checked if rejection is None]
         if runnable:
             marked = timezone.now()
             ToolCallRow.objects.filter(pk__in=[r.pk for r in runnable]).update(
@@ -375,7 +378,7 @@ def _persist_turn(
             for row in runnable:
                 row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
         _add_usage(run, usage, rounds=1 if counts_as_round else 0)
-    return rows
+    return checked
 
 
 def _add_usage(run: Run, usage: Usage, *, rounds: int) -> None:
@@ -418,23 +421,26 @@ def _check(row: ToolCallRow, tools: dict[str, Tool]) -> _Outcome | None:
 
 
 def _run_calls(
-    run: Run, rows: list[ToolCallRow], tools: dict[str, Tool], watch: _CancelWatch
+    run: Run,
+    checked: list[tuple[ToolCallRow, _Outcome | None]],
+    tools: dict[str, Tool],
+    watch: _CancelWatch,
 ) -> list[_Outcome]:
     """Execute the calls of one assistant turn in order and answer each; return the answers."""
-    outcomes: dict[int, _Outcome] = {}
-    for row in rows:
-        rejection = _check(row, tools)
+    ordered: list[_Outcome] = []
+    for row, rejection in checked:
         if rejection is not None:
-            outcomes[row.pk] = rejection
+            ordered.append(rejection)
         elif watch.cancelled():
-            outcomes[row.pk] = _Outcome(
-                row,
-                ToolCallRow.Status.CANCELLED,
-                answer_text_for(ToolCallRow.Status.CANCELLED, row.name),
+            ordered.append(
+                _Outcome(
+                    row,
+                    ToolCallRow.Status.CANCELLED,
+                    answer_text_for(ToolCallRow.Status.CANCELLED, row.name),
+                )
             )
         else:
-            outcomes[row.pk] = _execute(run, row, tools[row.name])
-    ordered = [outcomes[row.pk] for row in rows]
+            ordered.append(_execute(run, row, tools[row.name]))
     _persist_outcomes(run, ordered)
     for outcome in ordered:
         signals.tool_call_finished.send(
