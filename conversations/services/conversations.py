@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from django.db import transaction
@@ -11,13 +11,16 @@ from django.utils import timezone
 from conversations.domain import normalise_messages
 from conversations.exceptions import ConversationBusy, InvalidArgumentError
 from conversations.models import Conversation, Profile, Run
+from conversations.providers.anthropic import AnthropicProvider
 from conversations.providers.base import HTTPProvider
+from conversations.providers.gemini import GeminiProvider
+from conversations.providers.ollama import OllamaProvider
+from conversations.providers.openai import OpenAIProvider
 from conversations.selectors import open_tool_calls
 from conversations.services import append_messages, create_conversation
-from conversations.services.providers import completion_options, get_default_profile
+from conversations.services.providers import get_default_profile
 from conversations.services.recovery import recover_runs
-from conversations.services.tool_loop import history_for_provider
-from conversations.services.tools import available_tools
+from conversations.services.tool_loop import history_for_provider, request_setup
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -29,38 +32,13 @@ __all__ = [
 
 _DRY_RUN_KEY: Final = "dry-run-placeholder-never-sent"  # a placeholder, never sent
 
-
-def _openai() -> HTTPProvider:
-    from conversations.providers.openai import OpenAIProvider
-
-    return OpenAIProvider(api_key=_DRY_RUN_KEY)
-
-
-def _anthropic() -> HTTPProvider:
-    from conversations.providers.anthropic import AnthropicProvider
-
-    return AnthropicProvider(api_key=_DRY_RUN_KEY)
-
-
-def _gemini() -> HTTPProvider:
-    from conversations.providers.gemini import GeminiProvider
-
-    return GeminiProvider(api_key=_DRY_RUN_KEY)
-
-
-def _ollama() -> HTTPProvider:
-    from conversations.providers.ollama import OllamaProvider
-
-    return OllamaProvider()
-
-
-EXPORT_FORMATS: Final[Mapping[str, Callable[[], HTTPProvider]]] = {
-    "openai": _openai,
-    "anthropic": _anthropic,
-    "gemini": _gemini,
-    "ollama": _ollama,
+EXPORT_FORMATS: Final[Mapping[str, type[HTTPProvider]]] = {
+    "openai": OpenAIProvider,
+    "anthropic": AnthropicProvider,
+    "gemini": GeminiProvider,
+    "ollama": OllamaProvider,
 }
-"""Export format -> an adapter used only for its pure ``build_payload`` (no HTTP)."""
+"""Export format -> the adapter whose pure ``build_payload`` makes the body (no HTTP)."""
 
 
 def export_payload(*, conversation: Conversation, format: str) -> dict[str, Any]:
@@ -71,13 +49,11 @@ def export_payload(*, conversation: Conversation, format: str) -> dict[str, Any]
     may offer and its completion options. Raises ``KeyError`` for an unknown
     format (the caller validates it against :data:`EXPORT_FORMATS`).
     """
-    adapter = EXPORT_FORMATS[format]()
+    adapter = EXPORT_FORMATS[format](api_key=_DRY_RUN_KEY)
     profile = conversation.profile or get_default_profile()
     history = history_for_provider(conversation=conversation, profile=profile)
-    tools = available_tools(allowed=profile.allowed_tools if profile else None)
-    specs = [tool.spec for tool in tools.values()]
-    options = completion_options(profile, tools_offered=bool(specs))
-    return adapter.build_payload(history, specs, options)
+    request = request_setup(profile=profile)
+    return adapter.build_payload(history, request.specs, request.options)
 
 
 def import_conversation(

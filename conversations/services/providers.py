@@ -9,7 +9,12 @@ from django.db.models import Q
 from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError
 from conversations.models import Profile, Provider
-from conversations.providers.base import ChatProvider, CompletionOptions
+from conversations.providers.anthropic import AnthropicProvider
+from conversations.providers.base import ChatProvider, CompletionOptions, HTTPProvider
+from conversations.providers.demo import DemoProvider
+from conversations.providers.gemini import GeminiProvider
+from conversations.providers.ollama import OllamaProvider
+from conversations.providers.openai import PRESETS, OpenAIProvider
 from conversations.secrets import resolve
 
 __all__ = [
@@ -19,17 +24,13 @@ __all__ = [
     "provider_from_record",
 ]
 
-# Adapter names on the OpenAI adapter, mapped to its presets.
-OPENAI_PRESETS = {
-    "openai",
-    "openai_compatible",
-    "azure_openai",
-    "mistral",
-    "groq",
-    "openrouter",
-    "together",
-    "fireworks",
+HTTP_ADAPTERS: dict[str, type[HTTPProvider]] = {
+    **dict.fromkeys(PRESETS, OpenAIProvider),  # each preset name is an adapter name
+    "anthropic": AnthropicProvider,
+    "gemini": GeminiProvider,
+    "ollama": OllamaProvider,
 }
+"""``Provider.adapter`` -> the HTTP adapter class (``demo`` is the offline one)."""
 
 
 def get_default_profile() -> Profile | None:
@@ -48,16 +49,23 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
     conf = app_settings()
     adapter = provider.adapter
     if adapter == "demo":
-        from conversations.providers.demo import DemoProvider
-
         latency = (provider.options or {}).get("latency_seconds", 0)
         if isinstance(latency, bool) or not isinstance(latency, int | float) or latency < 0:
             raise ConfigurationError(
                 f'provider "{provider.slug}": option "latency_seconds" must be a number >= 0'
             )
         return DemoProvider(latency=float(latency))
+    adapter_class = HTTP_ADAPTERS.get(adapter)
+    if adapter_class is None:
+        raise ConfigurationError(f'provider "{provider.slug}": unknown adapter "{adapter}"')
     api_key = resolve(provider.api_key_ref)
-    common: dict[str, Any] = {
+    if adapter_class.requires_api_key and not api_key:
+        # Say which reference failed, never what a key looks like.
+        raise ConfigurationError(
+            f'provider "{provider.slug}": the API key reference '
+            f'"{provider.api_key_ref or "(empty)"}" does not resolve'
+        )
+    settings: dict[str, Any] = {
         "api_key": api_key,
         "base_url": provider.base_url or None,
         "timeout": provider.timeout or conf.HTTP_TIMEOUT,
@@ -67,32 +75,12 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
         "extra_headers": dict(provider.extra_headers or {}),
         "http_client": http_client,
     }
-    if adapter not in ("ollama",) and not api_key:
-        # Say which reference failed, never what a key looks like.
-        raise ConfigurationError(
-            f'provider "{provider.slug}": the API key reference '
-            f'"{provider.api_key_ref or "(empty)"}" does not resolve'
-        )
-    options = dict(provider.options or {})
-    if adapter in OPENAI_PRESETS:
-        from conversations.providers.openai import OpenAIProvider
-
-        if adapter == "azure_openai" and options.get("api_version"):
-            common["api_version"] = options["api_version"]
-        return OpenAIProvider(preset=adapter, **common)
-    if adapter == "anthropic":
-        from conversations.providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(**common)
-    if adapter == "gemini":
-        from conversations.providers.gemini import GeminiProvider
-
-        return GeminiProvider(**common)
-    if adapter == "ollama":
-        from conversations.providers.ollama import OllamaProvider
-
-        return OllamaProvider(**common)
-    raise ConfigurationError(f'provider "{provider.slug}": unknown adapter "{adapter}"')
+    if adapter_class is OpenAIProvider:
+        settings["preset"] = adapter
+        api_version = (provider.options or {}).get("api_version")
+        if adapter == "azure_openai" and api_version:
+            settings["api_version"] = api_version
+    return adapter_class(**settings)
 
 
 def build_provider(profile: Profile, *, http_client: Any = None) -> ChatProvider:

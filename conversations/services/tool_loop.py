@@ -54,15 +54,23 @@ from conversations.services.providers import (
     completion_options,
     get_default_profile,
 )
-from conversations.services.recovery import answer_open_calls, recover_runs
+from conversations.services.recovery import ANSWER_TEXTS, answer_open_calls, recover_runs
 from conversations.services.tools import available_tools
-from conversations.tools import Tool, ToolContext, execute, truncate_result, validate_arguments
+from conversations.tools import (
+    Tool,
+    ToolContext,
+    execute,
+    registry,
+    truncate_result,
+    validate_arguments,
+)
 
 __all__ = [
     "claim_run",
     "end_unclaimed_run",
     "execute_run",
     "history_for_provider",
+    "request_setup",
     "run_tool_loop",
     "start_run",
     "tool_error_text",
@@ -203,24 +211,16 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
             if profile is None:
                 raise ConfigurationError("the run has no profile, so a provider must be given")
             provider = build_provider(profile)
-        tools = available_tools(allowed=profile.allowed_tools if profile else None)
-        specs = [tool.spec for tool in tools.values()]
-        options = completion_options(profile, tools_offered=bool(specs))
+        request = request_setup(profile=profile)
     except ConversationsError as exc:
         _finish_after_error(run, exc)
         raise
     with _Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3):
-        return _drive(run, provider, profile, tools, specs, options)
+        return _drive(run, provider, profile, request)
 
 
-def _drive(
-    run: Run,
-    provider: ChatProvider,
-    profile: Profile | None,
-    tools: dict[str, Tool],
-    specs: list[ToolSpec],
-    options: CompletionOptions,
-) -> Run:
+def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: RequestSetup) -> Run:
+    tools, specs, options = request.tools, request.specs, request.options
     # The run holds the conversation (one running run at most), so the history
     # is read once and then kept in step with what each round persists.
     history = history_for_provider(conversation=run.conversation, profile=profile)
@@ -295,6 +295,25 @@ def end_unclaimed_run(*, run: Run, status: str, error_code: str, error_message: 
 def worker_name() -> str:
     """``host:pid`` of this process, recorded on the runs it claims."""
     return f"{socket.gethostname()}:{os.getpid()}"[:200]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSetup:
+    """What a profile offers and asks for in every request of a run."""
+
+    tools: dict[str, Tool]
+    """The tools a run may execute, by name."""
+    specs: list[ToolSpec]
+    """Their specs, as offered to the model (empty: no ``tools`` key at all)."""
+    options: CompletionOptions
+    """Model, sampling and tool choice (``None`` when no tool is offered)."""
+
+
+def request_setup(*, profile: Profile | None) -> RequestSetup:
+    """Tools and options of a request for ``profile``: the loop and the dry-run export share it."""
+    tools = available_tools(allowed=profile.allowed_tools if profile else None)
+    specs = [tool.spec for tool in tools.values()]
+    return RequestSetup(tools, specs, completion_options(profile, tools_offered=bool(specs)))
 
 
 def history_for_provider(
@@ -407,8 +426,6 @@ def _check(row: ToolCallRow, tools: dict[str, Tool]) -> _Outcome | None:
     name = row.name
     tool = tools.get(name)
     if tool is None:
-        from conversations.tools import registry
-
         template = NOT_PERMITTED if registry.get(name) is not None else UNKNOWN_TOOL
         return _Outcome(row, ToolCallRow.Status.REJECTED, tool_error_text(template, name))
     if row.raw_arguments is not None:
@@ -530,8 +547,6 @@ def _update_call_states(rows: list[ToolCallRow]) -> None:
 
 def answer_text_for(status: str, name: str) -> str:
     """The result a call gets when it never completed."""
-    from conversations.services.recovery import ANSWER_TEXTS
-
     return ANSWER_TEXTS[status].format(name=name)
 
 
