@@ -18,7 +18,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         messages.append(
             Warning(
                 f"CONVERSATIONS[{key!r}] is not a known setting and is ignored.",
-                hint="See docs/configuration in the README for the list of settings.",
+                hint="docs/install.md lists the settings (conversations.conf.DEFAULTS).",
                 id="conversations.W001",
             )
         )
