@@ -166,6 +166,13 @@ class LanguageModel(models.Model):
     output_price_per_million = models.DecimalField(
         max_digits=12, decimal_places=6, null=True, blank=True
     )
+    sampling_parameters = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The sampling parameters this model accepts, as a list of names "
+        '(e.g. ["temperature"]); empty = the adapter\'s default (see docs/providers.md). '
+        "Parameters the model does not accept are never sent.",
+    )
     is_active = models.BooleanField(default=True)
 
     class Meta:
@@ -181,6 +188,11 @@ class LanguageModel(models.Model):
             models.CheckConstraint(
                 condition=_non_negative("input_price_per_million", "output_price_per_million"),
                 name="conversations_languagemodel_prices_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(sampling_parameters__isnull=True)
+                | _is_json("sampling_parameters", "array"),
+                name="conversations_languagemodel_sampling_parameters_array",
             ),
         ]
 
@@ -359,6 +371,9 @@ class Message(models.Model):
     reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     provider_metadata = models.JSONField(default=dict, blank=True)
+    is_error = models.BooleanField(
+        default=False, help_text="A tool result that reports a failure (flagged to providers)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -399,6 +414,11 @@ class Message(models.Model):
             models.CheckConstraint(
                 condition=_is_json("provider_metadata", "object"),
                 name="conversations_message_provider_metadata_object",
+            ),
+            models.CheckConstraint(
+                condition=Q(is_error=False) | Q(role=domain.Role.TOOL.value),
+                name="conversations_message_is_error_only_tool",
+                violation_error_message="Only a tool message can report an error.",
             ),
         ]
 

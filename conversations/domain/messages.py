@@ -228,6 +228,12 @@ class ChatMessage:
     """Opaque data a provider needs replayed (reasoning signatures, native ids).
 
     Not part of the message's identity nor of its wire form (``to_dict``)."""
+    is_error: bool = False
+    """On a tool message: the result reports a failure, not a value.
+
+    Providers with a native flag receive it (Anthropic's ``is_error``,
+    Gemini's ``error`` response); the OpenAI shape has none, so ``to_dict``
+    leaves it out."""
 
     def __post_init__(self) -> None:
         role = self.role
@@ -302,6 +308,18 @@ class ChatMessage:
                 code="invalid_content",
                 field="content",
             )
+        if not isinstance(self.is_error, bool):
+            raise InvalidArgumentError(
+                f"is_error must be a boolean, got {_type_name(self.is_error)}",
+                code="invalid_is_error",
+                field="is_error",
+            )
+        if self.is_error and self.role is not Role.TOOL:
+            raise InvalidArgumentError(
+                f'is_error is only allowed on tool messages, got role "{self.role}"',
+                code="is_error_not_allowed",
+                field="is_error",
+            )
         if self.provider_metadata is not None:
             if not isinstance(self.provider_metadata, Mapping):
                 raise InvalidArgumentError(
@@ -350,9 +368,9 @@ class ChatMessage:
         )
 
     @classmethod
-    def tool_result(cls, tool_call_id: str, content: str) -> ChatMessage:
-        """The answer to one tool call."""
-        return cls(Role.TOOL, content, tool_call_id=tool_call_id)
+    def tool_result(cls, tool_call_id: str, content: str, *, is_error: bool = False) -> ChatMessage:
+        """The answer to one tool call; ``is_error`` when it reports a failure."""
+        return cls(Role.TOOL, content, tool_call_id=tool_call_id, is_error=is_error)
 
     # Serialisation -------------------------------------------------------------
 
@@ -371,7 +389,7 @@ class ChatMessage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChatMessage:
-        """Build from the OpenAI shape; unknown keys are ignored."""
+        """Build from the OpenAI shape (plus an optional ``is_error``); unknown keys are ignored."""
         if not isinstance(data, Mapping):
             raise InvalidArgumentError(
                 f"a message must be an object, got {_type_name(data)}",
@@ -424,7 +442,20 @@ class ChatMessage:
                 code="invalid_content",
                 field="content",
             )
-        return cls(role, content, tool_calls=calls, tool_call_id=tool_call_id)  # type: ignore[arg-type]
+        is_error = data.get("is_error", False)
+        if not isinstance(is_error, bool):
+            raise InvalidArgumentError(
+                f"is_error must be a boolean, got {_type_name(is_error)}",
+                code="invalid_is_error",
+                field="is_error",
+            )
+        return cls(
+            role,  # type: ignore[arg-type]
+            content,
+            tool_calls=calls,
+            tool_call_id=tool_call_id,
+            is_error=is_error,
+        )
 
 
 def normalise_messages(items: Iterable[ChatMessage | Mapping[str, Any]]) -> list[ChatMessage]:
