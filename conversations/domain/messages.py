@@ -452,7 +452,7 @@ class ChatMessage:
         return cls(
             role,  # type: ignore[arg-type]
             content,
-            tool_calls=calls,
+            tool_calls=None if calls is None else tuple(calls),
             tool_call_id=tool_call_id,
             is_error=is_error,
         )

@@ -606,3 +606,50 @@ def test_normalise_item_that_is_not_an_object():
     with expect_error("invalid_message", "0") as info:
         normalise(["hi"])
     assert "str" in str(info.value)
+
+
+# is_error: a tool result that reports a failure -----------------------------------
+
+
+def test_is_error_defaults_to_false():
+    assert ChatMessage.tool_result("call_1", "42").is_error is False
+
+
+def test_tool_result_can_report_an_error():
+    message = ChatMessage.tool_result("call_1", "Error: boom", is_error=True)
+    assert message.is_error is True
+    assert message != ChatMessage.tool_result("call_1", "Error: boom")
+
+
+@pytest.mark.parametrize("role", ["system", "user", "assistant"])
+def test_is_error_only_on_tool_messages(role):
+    with pytest.raises(InvalidArgumentError) as info:
+        ChatMessage(role, "text", is_error=True)
+    assert info.value.code == "is_error_not_allowed"
+    assert info.value.field == "is_error"
+
+
+@pytest.mark.parametrize("value", [1, "true", None])
+def test_is_error_must_be_a_boolean(value):
+    with pytest.raises(InvalidArgumentError) as info:
+        ChatMessage("tool", "text", tool_call_id="call_1", is_error=value)
+    assert info.value.code == "invalid_is_error"
+
+
+def test_is_error_is_not_part_of_the_openai_wire_shape():
+    message = ChatMessage.tool_result("call_1", "Error: boom", is_error=True)
+    assert message.to_dict() == {"role": "tool", "content": "Error: boom", "tool_call_id": "call_1"}
+
+
+def test_from_dict_reads_is_error():
+    data = {"role": "tool", "content": "Error: boom", "tool_call_id": "call_1", "is_error": True}
+    assert ChatMessage.from_dict(data).is_error is True
+    assert ChatMessage.from_dict({**data, "is_error": False}).is_error is False
+
+
+def test_from_dict_refuses_a_non_boolean_is_error():
+    data = {"role": "tool", "content": "x", "tool_call_id": "call_1", "is_error": "yes"}
+    with pytest.raises(InvalidArgumentError) as info:
+        ChatMessage.from_dict(data)
+    assert info.value.code == "invalid_is_error"
+    assert info.value.field == "is_error"
