@@ -501,11 +501,40 @@ def test_sampling_options_and_extra() -> None:
         max_tokens=50,
         stop=("END",),
         extra={"top_k": 5, "max_tokens": 60},
+        sampling_parameters={"temperature"},  # a model that still takes it
     )
     assert body["temperature"] == 1.0
     assert body["stop_sequences"] == ["END"]
     assert body["top_k"] == 5
     assert body["max_tokens"] == 60  # extra is merged last
+
+
+def test_temperature_is_not_sent_by_default_current_models_refuse_it() -> None:
+    assert AnthropicProvider.default_sampling_parameters == frozenset()
+    body = build([ChatMessage.user("Hi")], temperature=0.3)
+    assert "temperature" not in body
+    assert validate_anthropic_request(body) == []
+
+
+def test_a_model_that_accepts_no_sampling_parameter_gets_none() -> None:
+    body = build([ChatMessage.user("Hi")], temperature=0.3, sampling_parameters=())
+    assert "temperature" not in body
+
+
+def test_an_error_result_is_flagged_natively_and_only_then() -> None:
+    history = [
+        *reference_history()[:3],
+        ChatMessage.tool_result(ID_A, "ConnectionError: timed out", is_error=True),
+        ChatMessage.tool_result(ID_B, "2026-08-22T14:05:00+02:00"),
+    ]
+    failed, fine = build(history)["messages"][2]["content"]
+    assert failed == {
+        "type": "tool_result",
+        "tool_use_id": ID_A,
+        "content": "ConnectionError: timed out",
+        "is_error": True,
+    }
+    assert "is_error" not in fine
 
 
 # Response parsing ----------------------------------------------------------------------

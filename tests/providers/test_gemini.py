@@ -23,9 +23,13 @@ from conversations.exceptions import (
     ProviderTimeout,
 )
 from conversations.providers.base import CompletionOptions
-from conversations.providers.gemini import GeminiProvider, gemini_parameters
+from conversations.providers.gemini import (
+    GeminiProvider,
+    gemini_function_name,
+    gemini_parameters,
+)
 from tests.providers.mock_http import Outcome, provider_with_replies, timeout
-from tests.providers.wire_gemini import validate_gemini_request
+from tests.providers.wire_gemini import FUNCTION_NAME_PATTERN, validate_gemini_request
 
 KEY = "AIzaSyTest-0123456789abcdef"
 
@@ -502,6 +506,99 @@ def test_generation_config_and_deep_merged_extra() -> None:
         "topP": 0.5,
     }
     assert body["safetySettings"] == []
+
+
+def test_temperature_is_sent_unless_the_model_says_it_takes_none() -> None:
+    assert "temperature" in build([ChatMessage.user("Hi")], temperature=0.2)["generationConfig"]
+    body = build([ChatMessage.user("Hi")], temperature=0.2, sampling_parameters=())
+    assert "generationConfig" not in body
+
+
+# Error results ------------------------------------------------------------------------
+
+
+def test_an_error_result_is_sent_as_an_error_response() -> None:
+    history = reference_history()[:4]
+    history.append(ChatMessage.tool_result("call_time", "ConnectionError: down", is_error=True))
+    failed = build(history, TOOLS)["contents"][2]["parts"][1]["functionResponse"]
+    assert failed == {"name": "get_time", "response": {"error": "ConnectionError: down"}}
+    fine = build(reference_history(), TOOLS)["contents"][2]["parts"][1]["functionResponse"]
+    assert fine["response"] == {"output": TIME_RESULT}
+
+
+# Function names Gemini refuses ---------------------------------------------------------
+
+TWO_FA = ToolSpec(
+    "2fa_verify",
+    "Check a one-time code",
+    {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+)
+
+
+def two_fa_history() -> list[ChatMessage]:
+    return [
+        ChatMessage.user("Verify 123456"),
+        ChatMessage.assistant_tool_calls([ToolCall("call_2fa", "2fa_verify", {"code": "123456"})]),
+        ChatMessage.tool_result("call_2fa", '{"valid": true}'),
+    ]
+
+
+@pytest.mark.parametrize("name", ["2fa_verify", "-dash", "9"])
+def test_names_gemini_refuses_get_a_stable_valid_alias(name: str) -> None:
+    alias = gemini_function_name(name)
+    assert FUNCTION_NAME_PATTERN.match(alias)
+    assert alias == gemini_function_name(name)  # the same every request
+    assert alias != name
+
+
+def test_valid_names_are_sent_unchanged() -> None:
+    assert gemini_function_name("get_weather") == "get_weather"
+    assert gemini_function_name("_private") == "_private"
+
+
+def test_an_aliased_tool_is_renamed_everywhere_on_the_wire() -> None:
+    alias = gemini_function_name("2fa_verify")
+    body = build(two_fa_history(), (TWO_FA, WEATHER), tool_choice="2fa_verify")
+    declared = [d["name"] for d in body["tools"][0]["functionDeclarations"]]
+    assert declared == [alias, "get_weather"]
+    assert body["contents"][1]["parts"][0]["functionCall"]["name"] == alias
+    assert body["contents"][2]["parts"][0]["functionResponse"]["name"] == alias
+    assert body["toolConfig"]["functionCallingConfig"]["allowedFunctionNames"] == [alias]
+    assert '"2fa_verify"' not in json.dumps(body)  # the real name is never a value
+
+
+def test_a_call_to_an_alias_is_parsed_back_to_the_real_name() -> None:
+    alias = gemini_function_name("2fa_verify")
+    response = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [{"functionCall": {"name": alias, "args": {"code": "1"}}}],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    parsed = GeminiProvider(api_key=KEY).parse_response(response, tools=(TWO_FA, WEATHER))
+    assert [call.name for call in parsed.tool_calls] == ["2fa_verify"]
+
+
+def test_the_alias_survives_a_round_trip_through_the_transport() -> None:
+    alias = gemini_function_name("2fa_verify")
+    call = {"functionCall": {"name": alias, "args": {"code": "1"}}}
+    reply = {"candidates": [{"content": {"role": "model", "parts": [call]}}]}
+    provider, requests, _ = mock_provider(httpx.Response(200, json=reply))
+    result = provider.complete([ChatMessage.user("Verify 1")], tools=[TWO_FA], options=options())
+    assert result.tool_calls[0].name == "2fa_verify"
+    assert sent(requests[0])["tools"][0]["functionDeclarations"][0]["name"] == alias
+
+
+def test_a_tool_whose_alias_is_another_tools_name_is_refused() -> None:
+    clash = ToolSpec(gemini_function_name("2fa_verify"), "A tool named like the alias")
+    with pytest.raises(InvalidArgumentError) as caught:
+        build([ChatMessage.user("Hi")], (TWO_FA, clash))
+    assert (caught.value.code, caught.value.field) == ("tool_name_collision", "tools")
 
 
 # Tool schemas --------------------------------------------------------------------------

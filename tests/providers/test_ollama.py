@@ -293,6 +293,25 @@ def test_sampling_goes_under_options_and_extra_at_top_level() -> None:
     assert "temperature" not in body
 
 
+def test_temperature_follows_the_models_sampling_parameters() -> None:
+    body = build([ChatMessage.user("hi")], temperature=0.3, sampling_parameters=())
+    assert "options" not in body
+
+
+def test_an_error_result_has_no_flag_on_the_ollama_wire() -> None:
+    history = [
+        ChatMessage.user("time?"),
+        ChatMessage.assistant_tool_calls([ToolCall("call_t", "get_time")]),
+        ChatMessage.tool_result("call_t", "ConnectionError: down", is_error=True),
+    ]
+    assert build(history)["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_t",
+        "tool_name": "get_time",
+        "content": "ConnectionError: down",
+    }
+
+
 def test_raw_arguments_are_sent_as_an_empty_object() -> None:
     body = build(
         [
