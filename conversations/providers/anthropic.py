@@ -4,7 +4,7 @@ The history arrives as ``ChatMessage`` objects and is read through
 :meth:`ChatMessage.to_dict` (the one place the OpenAI wire shape is made); only
 ``provider_metadata``, which is not part of that shape, is read from the
 message itself. What changes on the way to Anthropic, and why (each rule is an
-HTTP 400 otherwise, see ``wire-formats.md`` section 2.3):
+HTTP 400 otherwise, per the Messages API reference and its error messages):
 
 - System messages are joined, in order, into the top-level ``system``.
 - An assistant turn with calls becomes content blocks: replayed thinking

@@ -4,7 +4,7 @@ The history arrives as ``ChatMessage`` objects and is read through
 :meth:`ChatMessage.to_dict` (the one place the OpenAI wire shape is made); only
 ``provider_metadata``, which is not part of that shape, is read from the
 message itself. What changes on the way to Gemini, and why (each rule is an
-HTTP 400 otherwise, see ``wire-formats.md`` section 3.3):
+HTTP 400 otherwise, per the generateContent reference and its error messages):
 
 - System messages are joined, in order, into ``systemInstruction``.
 - The assistant role is ``model``; a turn with calls is one ``model`` content:
@@ -61,21 +61,23 @@ from .base import (
     arguments_object,
     assign_call_ids,
     join_system_messages,
-    stable_alias,
     token_count,
 )
-from .gemini_schema import SchemaNotExpressible, gemini_parameters
+from .gemini_tools import (
+    check_function_names,
+    gemini_function_declarations,
+    gemini_function_name,
+    gemini_tool_config,
+)
 from .pairing import OwedResults
 
 __all__ = [
     "METADATA_KEY",
     "GeminiProvider",
-    "SchemaNotExpressible",
     "gemini_contents",
     "gemini_function_declarations",
     "gemini_function_name",
     "gemini_model_path",
-    "gemini_parameters",
     "gemini_tool_config",
     "gemini_usage",
 ]
@@ -104,7 +106,6 @@ _FAILED_CALL: Final = frozenset(
 )
 
 Part = dict[str, Any]
-_FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
 _UNANSWERED: Final = "Gemini needs one response per call"
 
 
@@ -155,35 +156,6 @@ class _Call:
     def __init__(self, name: str, native_id: str | None) -> None:
         self.name = name
         self.native_id = native_id
-
-
-def gemini_function_name(name: str) -> str:
-    """The name a tool goes by on Gemini's wire; stable, so every request agrees.
-
-    Gemini refuses a function name that does not start with a letter or ``_``
-    ("Invalid function name"), though tool names may start with a digit or
-    ``-``. Such a name is sent as ``_`` plus :func:`stable_alias` of it (its
-    text and a hash of it); every other name is sent as it is.
-    """
-    if _FUNCTION_NAME.fullmatch(name):
-        return name
-    return "_" + stable_alias(name, pattern=_FUNCTION_NAME)
-
-
-def _check_function_names(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> None:
-    """Two tool names must never share a wire name, or calls would reach the wrong tool."""
-    names = [spec.name for spec in tools]
-    names += [call.name for m in messages for call in m.tool_calls or ()]
-    originals: dict[str, str] = {}
-    for name in names:
-        alias = gemini_function_name(name)
-        if originals.setdefault(alias, name) != name:
-            raise InvalidArgumentError(
-                f"tool names {originals[alias]!r} and {name!r} map to the same Gemini "
-                f"function name {alias!r}",
-                code="tool_name_collision",
-                field="tools",
-            )
 
 
 def _model_parts(message: ChatMessage) -> tuple[list[Part], dict[str, _Call]]:
@@ -298,59 +270,6 @@ def gemini_contents(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     return [{"role": role, "parts": parts} for role, parts, _ in contents]
 
 
-# Tool declarations ---------------------------------------------------------------
-
-
-def gemini_function_declarations(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """One ``functionDeclarations`` entry per tool.
-
-    A schema the OpenAPI subset cannot express (recursive ``$ref``) is sent
-    whole as ``parametersJsonSchema``, Gemini's full-JSON-Schema alternative.
-    """
-    declarations: list[dict[str, Any]] = []
-    for spec in tools:
-        entry: dict[str, Any] = {"name": gemini_function_name(spec.name)}
-        if spec.description:
-            entry["description"] = spec.description
-        try:
-            parameters = gemini_parameters(spec.parameters)
-        except SchemaNotExpressible:
-            entry["parametersJsonSchema"] = copy.deepcopy(dict(spec.parameters))
-        else:
-            if parameters is not None:
-                entry["parameters"] = parameters
-        declarations.append(entry)
-    return declarations
-
-
-def gemini_tool_config(
-    options: CompletionOptions, tools: Sequence[ToolSpec]
-) -> dict[str, Any] | None:
-    """``toolConfig``, or ``None`` to leave Gemini's default (AUTO).
-
-    Gemini has no switch for parallel calls; ``parallel_tool_calls`` is ignored.
-    """
-    config: dict[str, Any]
-    match options.tool_choice:
-        case None:
-            return None
-        case "auto":
-            config = {"mode": "AUTO"}
-        case "none":
-            config = {"mode": "NONE"}
-        case "required":
-            config = {"mode": "ANY"}
-        case name:
-            if name not in {spec.name for spec in tools}:
-                raise InvalidArgumentError(
-                    f"tool_choice names {name!r}, which is not among the offered tools",
-                    code="unknown_tool_choice",
-                    field="tool_choice",
-                )
-            config = {"mode": "ANY", "allowedFunctionNames": [gemini_function_name(name)]}
-    return {"functionCallingConfig": config}
-
-
 def _merge_extra(payload: dict[str, Any], extra: Mapping[str, Any]) -> None:
     # Deep, because Gemini nests its options (generationConfig.thinkingConfig):
     # extra={"generationConfig": {"topP": 0.9}} must not wipe temperature.
@@ -441,7 +360,7 @@ class GeminiProvider(HTTPProvider):
         system = join_system_messages(m for m in messages if not _is_blank(m.content))
         if system:
             payload["systemInstruction"] = {"parts": [{"text": system}]}
-        _check_function_names(messages, tools)
+        check_function_names(messages, tools)
         payload["contents"] = gemini_contents(messages)
         if tools:
             payload["tools"] = [{"functionDeclarations": gemini_function_declarations(tools)}]

@@ -30,7 +30,7 @@ from tests.providers.wire_anthropic import validate_anthropic_request
 
 KEY = "sk-ant-test-9f8e7d6c5b4a"
 
-# The worked examples of wire-formats.md 2.4, verbatim.
+# Worked examples in the Messages API shape: a request, a calls reply, a text reply.
 REFERENCE_A = json.loads(
     r"""
 {

@@ -23,17 +23,14 @@ from conversations.exceptions import (
     ProviderTimeout,
 )
 from conversations.providers.base import CompletionOptions
-from conversations.providers.gemini import (
-    GeminiProvider,
-    gemini_function_name,
-    gemini_parameters,
-)
+from conversations.providers.gemini import GeminiProvider, gemini_function_name
+from conversations.providers.gemini_schema import gemini_parameters
 from tests.providers.mock_http import Outcome, provider_with_replies, timeout
 from tests.providers.wire_gemini import FUNCTION_NAME_PATTERN, validate_gemini_request
 
 KEY = "AIzaSyTest-0123456789abcdef"
 
-# The worked examples of wire-formats.md 3.4, verbatim.
+# Worked examples in the generateContent shape: requests, a calls reply, a text reply.
 REFERENCE_A1 = json.loads(
     r"""
 {
@@ -191,11 +188,11 @@ SIGNATURE = "c2lnbmF0dXJlLWZvci1zdGVwLTE="
 URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
 
 
-def as_issue_4_says(reference: dict[str, Any]) -> dict[str, Any]:
-    """The reference request with the one rule where issue #4 and the reference differ.
+def with_object_results_as_they_are(reference: dict[str, Any]) -> dict[str, Any]:
+    """The reference request with the one rule where this adapter differs from it.
 
-    The reference wraps every result as ``{"output": text}``; issue #4 sends a
-    result that is a JSON object as the response itself (Gemini reads a
+    The reference wraps every result as ``{"output": text}``; the adapter sends
+    a result that is a JSON object as the response itself (Gemini reads a
     response without "output"/"error" keys as the whole output).
     """
     expected = copy.deepcopy(reference)
@@ -261,7 +258,7 @@ def sent(request: httpx.Request) -> dict[str, Any]:
 
 def test_reference_request_a1_history_without_native_ids() -> None:
     body = build(reference_history(), TOOLS, tool_choice="auto")
-    assert body == as_issue_4_says(REFERENCE_A1)
+    assert body == with_object_results_as_they_are(REFERENCE_A1)
 
 
 def test_the_reference_wrapping_applies_to_every_non_object_result() -> None:
@@ -304,7 +301,7 @@ def test_reference_response_b_parses_native_ids_signature_and_usage() -> None:
 def test_reference_request_a2_replays_ids_and_signature_from_response_b() -> None:
     turn = parse(REFERENCE_B).to_message()
     body = build(reference_history(turn=turn), TOOLS, tool_choice="auto")
-    assert body == as_issue_4_says(REFERENCE_A2)
+    assert body == with_object_results_as_they_are(REFERENCE_A2)
 
 
 def test_reference_response_c_final_text_with_cached_usage() -> None:
@@ -332,7 +329,9 @@ def test_history_reaches_the_http_body_with_calls_and_results_intact() -> None:
     (request,) = requests
     assert str(request.url) == URL
     assert request.headers["x-goog-api-key"] == KEY
-    assert sent(request) == as_issue_4_says(REFERENCE_A1)  # ids of other providers stay home
+    assert sent(request) == with_object_results_as_they_are(
+        REFERENCE_A1
+    )  # ids of other providers stay home
 
 
 def test_native_ids_and_signature_survive_two_rounds_through_the_transport() -> None:
@@ -344,7 +343,7 @@ def test_native_ids_and_signature_survive_two_rounds_through_the_transport() -> 
     assert first.tool_calls is not None
     history = reference_history(turn=first.to_message())
     provider.complete(history, tools=TOOLS, options=options(tool_choice="auto"))
-    assert sent(requests[1]) == as_issue_4_says(REFERENCE_A2)
+    assert sent(requests[1]) == with_object_results_as_they_are(REFERENCE_A2)
 
 
 def test_a_reused_native_id_gets_a_fresh_id_but_replays_the_native_one() -> None:

@@ -27,7 +27,7 @@ from .wire_ollama import validate_ollama_request
 ID_WEATHER = "call_k3v9x2ab"
 ID_TIME = "call_p7q1m4zt"
 
-# wire-formats.md 4.3 (a), (b), (c), verbatim.
+# Worked examples of /api/chat: (a) a request, (b) a calls reply, (c) a text reply.
 REFERENCE_REQUEST = json.loads(r"""
 {
   "model": "qwen3",

@@ -39,7 +39,7 @@ WEATHER = ToolSpec(
 TIME = ToolSpec("get_time", "Get the current local time", {"type": "object", "properties": {}})
 TOOLS = (WEATHER, TIME)
 
-# wire-formats.md 1.4 (a), (b), (c), verbatim.
+# Worked examples of Chat Completions: (a) a request, (b) a calls reply, (c) a text reply.
 REFERENCE_REQUEST = json.loads(r"""
 {
   "model": "gpt-4o-mini",

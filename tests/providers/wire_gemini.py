@@ -1,8 +1,8 @@
 """A checker for Gemini generateContent request bodies, written from the HTTP 400 table.
 
 ``validate_gemini_request(body)`` returns one readable line per broken rule (an
-empty list means the body is fine). The rules are those of ``wire-formats.md``
-section 3.3 plus the request shape of section 3.1, and two schema rules known
+empty list means the body is fine). The rules are the API's HTTP 400 causes
+plus the request shape of generateContent, and two schema rules known
 from API errors (string ``format`` only ``enum``/``date-time``; ``required``
 names must be properties). Use it on every body a test builds.
 """
