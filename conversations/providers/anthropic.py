@@ -306,7 +306,12 @@ def _count(data: Mapping[str, Any], name: str) -> int:
 
 
 def anthropic_usage(data: Any) -> Usage:
-    """:class:`Usage` from Anthropic's ``usage``: its ``input_tokens`` exclude cache tokens."""
+    """:class:`Usage` from Anthropic's ``usage``: its ``input_tokens`` exclude cache tokens.
+
+    The usage object has no separate thinking-token count: thinking is billed
+    inside ``output_tokens``, so it is part of ``completion_tokens`` and
+    ``reasoning_tokens`` stays 0 (a split would be a guess).
+    """
     if data is None:
         return Usage()
     if not isinstance(data, Mapping):

@@ -599,6 +599,19 @@ def test_bodies_we_cannot_understand(body: dict[str, Any]) -> None:
         AnthropicProvider(api_key=KEY).parse_response(body)
 
 
+def test_thinking_is_counted_in_the_output_tokens_it_is_billed_in() -> None:
+    body = {
+        "content": [
+            {"type": "thinking", "thinking": "Let me think.", "signature": "sig"},
+            {"type": "text", "text": "42"},
+        ],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 500},
+    }
+    usage = AnthropicProvider(api_key=KEY).parse_response(body).usage
+    assert (usage.completion_tokens, usage.reasoning_tokens, usage.total_tokens) == (500, 0, 510)
+
+
 # HTTP ----------------------------------------------------------------------------------
 
 
