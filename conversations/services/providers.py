@@ -215,7 +215,8 @@ def check_connection(
             adapter = build_provider(trial, http_client=http_client)
             options = completion_options(profile, tools_offered=False)
         else:
-            model = record.models.filter(is_active=True).order_by("model_id").first()
+            active = LanguageModel.objects.filter(provider=record, is_active=True)
+            model = active.order_by("model_id").first()
             if model is None:
                 return ConnectionCheck(
                     "skipped", "no active language model to test with; add one first."
