@@ -1,40 +1,29 @@
 """The configuration records in the admin: providers, language models, profiles and tools.
 
 A provider's key is never shown: the admin displays the *reference* and
-whether it resolves, and the "test connection" actions report an error's code
-and (already redacted) detail with any resolved key scrubbed once more.
+whether it resolves, and the "test connection" actions report the outcome of
+:func:`~conversations.services.providers.check_connection` (an error's code
+and its detail, with any resolved key scrubbed once more). The forms live in
+:mod:`.forms`.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
-import re
-import time
-from collections.abc import Mapping
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.widgets import AdminURLFieldWidget
-from django.core.exceptions import ValidationError
-from django.db.models import OuterRef, Prefetch
+from django.db.models import OuterRef
 from django.utils import timezone
 from django.utils.html import format_html
 
-from conversations.domain import ChatMessage
-from conversations.exceptions import ConversationsError
 from conversations.models import LanguageModel, Profile, Provider, ToolCall, ToolSetting
-from conversations.providers.base import TOOL_CHOICE_KEYWORDS, CompletionOptions, redact
 from conversations.secrets import resolve
-from conversations.services.providers import (
-    build_provider,
-    completion_options,
-    provider_from_record,
-)
+from conversations.services.providers import ConnectionCheck, check_connection
 from conversations.tools import registry
 
 from .display import count_of, pretty_json
+from .forms import LanguageModelForm, ProfileForm, ProviderForm, temperature_warning
 
 __all__ = ["LanguageModelAdmin", "ProfileAdmin", "ProviderAdmin", "ToolSettingAdmin"]
 
@@ -42,19 +31,6 @@ logger = logging.getLogger("conversations.admin")
 
 KEYLESS_ADAPTERS = frozenset({Provider.Adapter.OLLAMA, Provider.Adapter.DEMO})
 """Adapters that work without a key (an empty reference is fine for them)."""
-
-PING_TIMEOUT_SECONDS = 20.0
-"""Upper bound on the test request, so an unreachable host does not hang the admin."""
-
-PING_MAX_TOKENS = 16
-
-CREDENTIAL_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key"}
-)
-"""Headers that carry a key: stored in extra_headers they would sit in plain text."""
-
-_REFERENCE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:\S+")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _key_resolves(reference: str) -> bool | None:
@@ -69,134 +45,12 @@ def _key_resolves(reference: str) -> bool | None:
         return None
 
 
-def _safe_detail(exc: ConversationsError, references: list[str]) -> str:
-    """The error's detail with every key the references resolve to scrubbed (again)."""
-    secrets = []
-    for reference in references:
-        try:
-            secrets.append(resolve(reference))
-        except Exception:  # noqa: S112  (nothing to scrub if it cannot resolve)
-            continue
-    return redact(exc.detail, secrets)
-
-
-def _ping(adapter: Any, model_id: str, options: CompletionOptions) -> str:
-    """Send one tiny request; return a short success text."""
-    started = time.monotonic()
-    try:
-        response = adapter.complete([ChatMessage.user("ping")], options=options)
-    finally:
-        close = getattr(adapter, "close", None)
-        if close is not None:
-            close()
-    elapsed = int((time.monotonic() - started) * 1000)
-    return f"{response.model or model_id} answered in {elapsed} ms"
-
-
-def _one_attempt(provider: Provider) -> Provider:
-    """An unsaved copy of ``provider`` limited to one short request for a test."""
-    trial = copy.copy(provider)
-    trial.max_retries = 0
-    trial.timeout = min(provider.timeout or PING_TIMEOUT_SECONDS, PING_TIMEOUT_SECONDS)
-    return trial
-
-
 # Providers -----------------------------------------------------------------------------
-
-
-class ProviderForm(forms.ModelForm):
-    """Checks JSON shapes and that the key field holds a reference, not a key."""
-
-    base_url = forms.URLField(
-        required=False,
-        max_length=Provider._meta.get_field("base_url").max_length,
-        assume_scheme="https",
-        widget=AdminURLFieldWidget,
-        help_text="Empty = the vendor's public endpoint (Ollama: http://localhost:11434).",
-    )
-
-    class Meta:
-        model = Provider
-        fields = (
-            "name",
-            "slug",
-            "adapter",
-            "base_url",
-            "api_key_ref",
-            "timeout",
-            "max_retries",
-            "extra_headers",
-            "options",
-            "is_active",
-        )
-
-    def clean_api_key_ref(self) -> str:
-        reference = (self.cleaned_data.get("api_key_ref") or "").strip()
-        if not reference:
-            return reference
-        scheme, _, name = reference.partition(":")
-        if not _REFERENCE.fullmatch(reference) or (
-            scheme == "env" and not _ENV_NAME.fullmatch(name)
-        ):
-            # Whatever was typed might be a pasted key: never echo it back.
-            self.data = self.data.copy()
-            self.data[self.add_prefix("api_key_ref")] = ""
-            raise ValidationError(
-                'api_key_ref must be a reference such as "env:OPENAI_API_KEY" '
-                "(scheme:name), never the key itself. The value was cleared.",
-                code="invalid_reference",
-            )
-        return reference
-
-    def clean_extra_headers(self) -> dict[str, str]:
-        value = _json_object(self.cleaned_data.get("extra_headers"), "extra_headers")
-        bad = [name for name, item in value.items() if not isinstance(item, str) or not name]
-        if bad:
-            raise ValidationError(
-                "extra_headers must map header names to string values; not a string: %(names)s",
-                params={"names": ", ".join(bad)},
-                code="invalid_headers",
-            )
-        credentials = sorted(name for name in value if name.lower() in CREDENTIAL_HEADERS)
-        if credentials:
-            raise ValidationError(
-                "extra_headers must not carry credentials (%(names)s): keys are stored "
-                "only as a reference, in api_key_ref.",
-                params={"names": ", ".join(credentials)},
-                code="credential_header",
-            )
-        return value
-
-    def clean_options(self) -> dict[str, Any]:
-        return _json_object(self.cleaned_data.get("options"), "options")
-
-
-def _json_object(value: Any, field: str) -> dict[str, Any]:
-    if value is None or value == "":
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValidationError(
-            "%(field)s must be a JSON object ({...}), got a JSON %(kind)s.",
-            params={"field": field, "kind": _json_kind(value)},
-            code="not_an_object",
-        )
-    return dict(value)
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    return "null" if value is None else type(value).__name__
 
 
 class LanguageModelInline(admin.TabularInline):
     model = LanguageModel
+    form = LanguageModelForm
     extra = 0
     fields = (
         "model_id",
@@ -205,6 +59,7 @@ class LanguageModelInline(admin.TabularInline):
         "max_output_tokens",
         "input_price_per_million",
         "output_price_per_million",
+        "sampling_parameters",
         "is_active",
     )
 
@@ -268,40 +123,17 @@ class ProviderAdmin(admin.ModelAdmin):
 
     @admin.action(description="Test connection (sends one tiny request)")
     def test_connection(self, request, queryset):
-        active_models = LanguageModel.objects.filter(is_active=True).order_by("model_id")
-        providers = queryset.prefetch_related(
-            Prefetch("models", queryset=active_models, to_attr="active_models")
-        )
-        for provider in providers:
-            label = f'Provider "{provider.slug}"'
-            if not provider.active_models:
-                self.message_user(
-                    request,
-                    f"{label}: no active language model to test with; add one first.",
-                    messages.WARNING,
-                )
-                continue
-            model = provider.active_models[0]
-            try:
-                # Building the adapter resolves the key: an unresolvable
-                # reference fails here, before anything is sent.
-                adapter = provider_from_record(_one_attempt(provider))
-                options = CompletionOptions(
-                    model=model.model_id,
-                    max_tokens=min(PING_MAX_TOKENS, model.max_output_tokens or PING_MAX_TOKENS),
-                )
-                outcome = _ping(adapter, model.model_id, options)
-            except ConversationsError as exc:
-                detail = _safe_detail(exc, [provider.api_key_ref])
-                self.message_user(request, f"{label}: {exc.code}: {detail}", messages.ERROR)
-                continue
-            self.message_user(request, f"{label}: connection OK ({outcome}).", messages.SUCCESS)
+        for provider in queryset:
+            report(
+                self, request, f'Provider "{provider.slug}"', check_connection(provider=provider)
+            )
 
 
 @admin.register(LanguageModel)
 class LanguageModelAdmin(admin.ModelAdmin):
-    """Models a provider offers, with limits and prices."""
+    """Models a provider offers, with limits, prices and the sampling parameters they accept."""
 
+    form = LanguageModelForm
     list_display = (
         "model_id",
         "name",
@@ -319,79 +151,6 @@ class LanguageModelAdmin(admin.ModelAdmin):
 
 
 # Profiles ------------------------------------------------------------------------------
-
-
-class ProfileForm(forms.ModelForm):
-    """Checks the tool policy against the registry."""
-
-    class Meta:
-        model = Profile
-        fields = (
-            "name",
-            "slug",
-            "language_model",
-            "system_prompt",
-            "temperature",
-            "max_tokens",
-            "max_iterations",
-            "allowed_tools",
-            "tool_choice",
-            "is_active",
-            "is_default",
-        )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        field = self.fields.get("language_model")
-        if field is not None:
-            field.queryset = field.queryset.select_related("provider")
-            field.label_from_instance = lambda m: f"{m.provider.name} · {m}"
-
-    def clean_allowed_tools(self) -> list[str] | None:
-        value = self.cleaned_data.get("allowed_tools")
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-            raise ValidationError(
-                "allowed_tools must be empty (every tool) or a JSON list of tool names, e.g. "
-                '["get_weather", "calculate"].',
-                code="invalid_allowed_tools",
-            )
-        unknown = sorted({name for name in value if name not in registry})
-        if unknown:
-            raise ValidationError(
-                "allowed_tools names tools that are not registered: %(names)s. Registered: "
-                "%(known)s.",
-                params={"names": ", ".join(unknown), "known": ", ".join(registry.names())},
-                code="unknown_tool",
-            )
-        return list(dict.fromkeys(value))
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        choice = (cleaned.get("tool_choice") or "").strip()
-        if choice and choice not in TOOL_CHOICE_KEYWORDS:
-            allowed = cleaned.get("allowed_tools")
-            if choice not in registry:
-                self.add_error(
-                    "tool_choice",
-                    ValidationError(
-                        'tool_choice must be "auto", "none", "required" or a registered '
-                        'tool\'s name; "%(name)s" is none of these.',
-                        params={"name": choice},
-                        code="unknown_tool",
-                    ),
-                )
-            elif allowed is not None and choice not in allowed:
-                self.add_error(
-                    "tool_choice",
-                    ValidationError(
-                        'tool_choice "%(name)s" is not among allowed_tools.',
-                        params={"name": choice},
-                        code="tool_not_allowed",
-                    ),
-                )
-        return cleaned
 
 
 @admin.register(Profile)
@@ -432,18 +191,23 @@ class ProfileAdmin(admin.ModelAdmin):
     def test_connection(self, request, queryset):
         """What ``manage.py check_providers --ping`` does, for the selected profiles."""
         for profile in queryset.select_related("language_model__provider"):
-            label = f'Profile "{profile.slug}"'
-            provider = profile.language_model.provider
-            profile.language_model.provider = _one_attempt(provider)
-            try:
-                adapter = build_provider(profile)
-                options = completion_options(profile, tools_offered=False)
-                outcome = _ping(adapter, profile.language_model.model_id, options)
-            except ConversationsError as exc:
-                detail = _safe_detail(exc, [provider.api_key_ref])
-                self.message_user(request, f"{label}: {exc.code}: {detail}", messages.ERROR)
-                continue
-            self.message_user(request, f"{label}: connection OK ({outcome}).", messages.SUCCESS)
+            report(self, request, f'Profile "{profile.slug}"', check_connection(profile=profile))
+
+    def save_model(self, request, obj: Profile, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        warning = temperature_warning(obj)
+        if warning:
+            self.message_user(request, warning, messages.WARNING)
+
+
+def report(model_admin: admin.ModelAdmin, request: Any, label: str, check: ConnectionCheck) -> None:
+    """One admin message per checked record: success, warning (skipped) or error."""
+    if check.ok:
+        model_admin.message_user(request, f"{label}: connection OK ({check.detail}).")
+    elif check.status == "skipped":
+        model_admin.message_user(request, f"{label}: {check.detail}", messages.WARNING)
+    else:
+        model_admin.message_user(request, f"{label}: {check.code}: {check.detail}", messages.ERROR)
 
 
 # Tools ---------------------------------------------------------------------------------

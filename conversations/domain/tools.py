@@ -13,7 +13,7 @@ from conversations.exceptions import InvalidArgumentError
 __all__ = ["TOOL_NAME_PATTERN", "ToolSpec"]
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-"""Names OpenAI and Anthropic both accept (Gemini accepts a superset)."""
+"""Names OpenAI and Anthropic both accept (Gemini also needs a leading letter or ``_``)."""
 
 
 def _empty_object_schema() -> dict[str, Any]:

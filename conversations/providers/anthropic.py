@@ -4,7 +4,7 @@ The history arrives as ``ChatMessage`` objects and is read through
 :meth:`ChatMessage.to_dict` (the one place the OpenAI wire shape is made); only
 ``provider_metadata``, which is not part of that shape, is read from the
 message itself. What changes on the way to Anthropic, and why (each rule is an
-HTTP 400 otherwise, see ``wire-formats.md`` section 2.3):
+HTTP 400 otherwise, per the Messages API reference and its error messages):
 
 - System messages are joined, in order, into the top-level ``system``.
 - An assistant turn with calls becomes content blocks: replayed thinking
@@ -12,6 +12,7 @@ HTTP 400 otherwise, see ``wire-formats.md`` section 2.3):
   ``input`` as an object (``raw_arguments`` that are not an object become ``{}``).
 - Each run of tool messages becomes ONE user message of ``tool_result`` blocks
   in call order, and a user text that follows joins that message after them.
+  A result flagged ``is_error`` carries ``"is_error": true`` (absent otherwise).
 - Every call must be answered by the next user message and every result must
   answer a call of the assistant turn right before it: a history that breaks
   this raises :class:`InvalidArgumentError` instead of being sent.
@@ -58,6 +59,7 @@ from .base import (
     stable_alias,
     token_count,
 )
+from .pairing import OwedResults
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -94,6 +96,7 @@ _STOP_REASONS: Final[Mapping[str, str]] = {
 }
 
 Block = dict[str, Any]
+_UNANSWERED: Final = "Anthropic refuses a tool_use without its tool_result"
 
 
 # Request mapping (pure) ---------------------------------------------------------
@@ -138,11 +141,13 @@ def _tool_use_block(call: Mapping[str, Any]) -> Block:
     }
 
 
-def _tool_result_block(call_id: str, text: str) -> Block:
+def _tool_result_block(call_id: str, text: str, *, is_error: bool = False) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": wire_call_id(call_id)}
     # content is optional; blank content is a 400 ("must contain non-whitespace text").
     if not _is_blank(text):
         block["content"] = text
+    if is_error:
+        block["is_error"] = True  # Claude then explains or retries instead of trusting it
     return block
 
 
@@ -155,54 +160,6 @@ def _assistant_blocks(wire: Mapping[str, Any], metadata: Mapping[str, Any] | Non
         # without content, which the API refuses.
         return []
     return _thinking_blocks(metadata) + text + [_tool_use_block(call) for call in calls]
-
-
-class _Results:
-    """The results owed to the last assistant turn with calls, in call order.
-
-    Built empty (``index=-1``, no calls) when nothing is owed: every tool
-    message is then an orphan.
-    """
-
-    def __init__(self, index: int = -1, calls: Sequence[Mapping[str, Any]] = ()) -> None:
-        self.index = index
-        self.order = {call["id"]: position for position, call in enumerate(calls)}
-        self.blocks: dict[str, Block] = {}
-
-    def add(self, wire: Mapping[str, Any], index: int) -> None:
-        call_id = wire.get("tool_call_id")
-        if call_id is None:
-            raise InvalidArgumentError(
-                "a tool message needs the id of the call it answers",
-                code="missing_tool_call_id",
-                field=f"{index}/tool_call_id",
-            )
-        if call_id not in self.order:
-            raise InvalidArgumentError(
-                f"tool message answers {call_id!r}, which is not a call of the assistant "
-                "turn right before it",
-                code="unknown_tool_call_id",
-                field=f"{index}/tool_call_id",
-            )
-        if call_id in self.blocks:
-            raise InvalidArgumentError(
-                f"call {call_id!r} is answered twice",
-                code="duplicate_tool_result",
-                field=f"{index}/tool_call_id",
-            )
-        self.blocks[call_id] = _tool_result_block(call_id, wire["content"])
-
-    def close(self) -> list[Block]:
-        """The ``tool_result`` blocks in call order; every call must be answered."""
-        missing = [call_id for call_id in self.order if call_id not in self.blocks]
-        if missing:
-            raise InvalidArgumentError(
-                f"tool call(s) {', '.join(map(repr, missing))} have no result before the "
-                "next turn; Anthropic refuses a tool_use without its tool_result",
-                code="unanswered_tool_call",
-                field=f"{self.index}/tool_calls/{self.order[missing[0]]}/id",
-            )
-        return [self.blocks[call_id] for call_id in self.order]
 
 
 def _append(turns: list[tuple[str, list[Block]]], role: str, blocks: list[Block]) -> None:
@@ -259,14 +216,18 @@ def anthropic_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     """
     _check_aliases(messages)
     turns: list[tuple[str, list[Block]]] = []
-    owed = _Results()
+    owed: OwedResults[Block] = OwedResults()
     for index, message in enumerate(messages):
         wire = message.to_dict()
         match message.role:
             case Role.SYSTEM:
                 continue  # lifted into the top-level ``system``
             case Role.TOOL:
-                owed.add(wire, index)
+                call_id = owed.answered_call(message, index)
+                owed.add(
+                    call_id,
+                    _tool_result_block(call_id, wire["content"], is_error=message.is_error),
+                )
                 continue
             case Role.USER:
                 role, blocks = "user", _text_blocks(wire["content"])
@@ -276,13 +237,17 @@ def anthropic_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
                 assert_never(message.role)
         if not blocks:
             continue  # blank text: nothing to send, nothing lost
-        if owed.order:
+        if owed.owed:
             _append(turns, "user", owed.close())
-            owed = _Results()
+            owed = OwedResults()
         _append(turns, role, blocks)
-        if wire.get("tool_calls"):
-            owed = _Results(index, wire["tool_calls"])
-    if owed.order:
+        if message.tool_calls:
+            owed = OwedResults(
+                index=index,
+                call_ids=[call.id for call in message.tool_calls],
+                refusal=_UNANSWERED,
+            )
+    if owed.owed:
         _append(turns, "user", owed.close())
     if not turns:
         raise InvalidArgumentError(
@@ -341,7 +306,12 @@ def _count(data: Mapping[str, Any], name: str) -> int:
 
 
 def anthropic_usage(data: Any) -> Usage:
-    """:class:`Usage` from Anthropic's ``usage``: its ``input_tokens`` exclude cache tokens."""
+    """:class:`Usage` from Anthropic's ``usage``: its ``input_tokens`` exclude cache tokens.
+
+    The usage object has no separate thinking-token count: thinking is billed
+    inside ``output_tokens``, so it is part of ``completion_tokens`` and
+    ``reasoning_tokens`` stays 0 (a split would be a guess).
+    """
     if data is None:
         return Usage()
     if not isinstance(data, Mapping):
@@ -385,6 +355,9 @@ class AnthropicProvider(HTTPProvider):
 
     provider_name = "anthropic"
     default_base_url = "https://api.anthropic.com"
+    # Current Claude models answer 400 to temperature, top_p and top_k; a model
+    # that still takes them says so in LanguageModel.sampling_parameters.
+    default_sampling_parameters = frozenset()
 
     def build_payload(
         self,
@@ -408,7 +381,7 @@ class AnthropicProvider(HTTPProvider):
             choice = anthropic_tool_choice(options, tools)
             if choice is not None:
                 payload["tool_choice"] = choice
-        if options.temperature is not None:
+        if options.temperature is not None and self.sends("temperature", options):
             # Anthropic's range is [0, 1]; OpenAI-style values up to 2 are clamped.
             payload["temperature"] = min(float(options.temperature), 1.0)
         if options.stop:
@@ -417,7 +390,11 @@ class AnthropicProvider(HTTPProvider):
         return payload
 
     def parse_response(
-        self, body: Mapping[str, Any], *, known_ids: Collection[str] = ()
+        self,
+        body: Mapping[str, Any],
+        *,
+        known_ids: Collection[str] = (),
+        tools: Sequence[ToolSpec] = (),
     ) -> CompletionResponse:
         """One Messages response (pure): text, thinking, calls, finish reason, usage."""
         texts: list[str] = []

@@ -44,6 +44,7 @@ from conversations.exceptions import (
 )
 
 __all__ = [
+    "SAMPLING_PARAMETERS",
     "ChatProvider",
     "CompletionOptions",
     "HTTPProvider",
@@ -59,6 +60,9 @@ __all__ = [
 logger = logging.getLogger("conversations.providers")
 
 TOOL_CHOICE_KEYWORDS = frozenset({"auto", "none", "required"})
+SAMPLING_PARAMETERS: frozenset[str] = frozenset({"temperature"})
+"""The sampling parameters ``CompletionOptions`` can carry, by the names a
+``LanguageModel.sampling_parameters`` list uses."""
 MAX_BACKOFF_SECONDS = 30.0
 MAX_RETRY_AFTER_SECONDS = 120.0
 ERROR_BODY_LIMIT = 500
@@ -82,6 +86,9 @@ class CompletionOptions:
     """Stop sequences."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Provider-specific top-level keys merged into the request body last."""
+    sampling_parameters: frozenset[str] | None = None
+    """The sampling parameters the model accepts (names from :data:`SAMPLING_PARAMETERS`);
+    ``None`` = the adapter's default. A parameter the model does not accept is not sent."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -116,6 +123,23 @@ class CompletionOptions:
                 code="invalid_tool_choice",
                 field="tool_choice",
             )
+        if self.sampling_parameters is not None:
+            accepted = self.sampling_parameters
+            if isinstance(accepted, str) or not all(isinstance(name, str) for name in accepted):
+                raise InvalidArgumentError(
+                    f"sampling_parameters must be a collection of names, got {accepted!r}",
+                    code="invalid_sampling_parameters",
+                    field="sampling_parameters",
+                )
+            unknown = sorted(set(accepted) - SAMPLING_PARAMETERS)
+            if unknown:
+                raise InvalidArgumentError(
+                    f"sampling_parameters: unknown parameter(s) {', '.join(unknown)}; "
+                    f"known: {', '.join(sorted(SAMPLING_PARAMETERS))}",
+                    code="invalid_sampling_parameters",
+                    field="sampling_parameters",
+                )
+            object.__setattr__(self, "sampling_parameters", frozenset(accepted))
         object.__setattr__(self, "stop", tuple(self.stop))
         object.__setattr__(self, "extra", dict(self.extra))
 
@@ -276,6 +300,9 @@ class HTTPProvider:
     provider_name: ClassVar[str] = "http"
     default_base_url: ClassVar[str] = ""
     requires_api_key: ClassVar[bool] = True
+    default_sampling_parameters: ClassVar[frozenset[str]] = frozenset({"temperature"})
+    """The sampling parameters sent when the model names none of its own
+    (``CompletionOptions.sampling_parameters`` is ``None``)."""
 
     def __init__(
         self,
@@ -323,9 +350,18 @@ class HTTPProvider:
         raise NotImplementedError
 
     def parse_response(
-        self, body: Mapping[str, Any], *, known_ids: Collection[str] = ()
+        self,
+        body: Mapping[str, Any],
+        *,
+        known_ids: Collection[str] = (),
+        tools: Sequence[ToolSpec] = (),
     ) -> CompletionResponse:
-        """The completion in a 2xx body (pure); ``known_ids`` are ids already in use."""
+        """The completion in a 2xx body (pure).
+
+        ``known_ids`` are call ids already in use; ``tools`` are the tools the
+        request offered (an adapter that renames tools on its wire maps calls
+        back to the real names with them).
+        """
         raise NotImplementedError
 
     def _url(self, options: CompletionOptions) -> str:
@@ -335,6 +371,12 @@ class HTTPProvider:
         raise NotImplementedError
 
     # Shared --------------------------------------------------------------------
+
+    @classmethod
+    def sends(cls, parameter: str, options: CompletionOptions) -> bool:
+        """Whether ``parameter`` (a sampling parameter) may go into the body for ``options``."""
+        accepted = options.sampling_parameters
+        return parameter in (cls.default_sampling_parameters if accepted is None else accepted)
 
     def complete(
         self,
@@ -347,7 +389,7 @@ class HTTPProvider:
         payload = self.build_payload(messages, tools, options)
         body = self._post(self._url(options), payload)
         try:
-            return self.parse_response(body, known_ids=known_call_ids(messages))
+            return self.parse_response(body, known_ids=known_call_ids(messages), tools=tools)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ProviderResponseError(
                 f"{self.provider_name}: could not understand the response ({type(exc).__name__})"

@@ -4,7 +4,7 @@ The history arrives as ``ChatMessage`` objects and is read through
 :meth:`ChatMessage.to_dict` (the one place the OpenAI wire shape is made); only
 ``provider_metadata``, which is not part of that shape, is read from the
 message itself. What changes on the way to Gemini, and why (each rule is an
-HTTP 400 otherwise, see ``wire-formats.md`` section 3.3):
+HTTP 400 otherwise, per the generateContent reference and its error messages):
 
 - System messages are joined, in order, into ``systemInstruction``.
 - The assistant role is ``model``; a turn with calls is one ``model`` content:
@@ -13,7 +13,8 @@ HTTP 400 otherwise, see ``wire-formats.md`` section 3.3):
   an object).
 - Each run of tool messages becomes ONE ``user`` content of ``functionResponse``
   parts in call order, each named after the call it answers; a result that is
-  a JSON object is the ``response`` as is, anything else is ``{"output": text}``.
+  a JSON object is the ``response`` as is, anything else is ``{"output": text}``,
+  and a result flagged ``is_error`` is ``{"error": text}``.
   That content holds only the responses (their count must equal the calls');
   a user text after it is a content of its own.
 - Every call must be answered by the next turn and every result must answer a
@@ -25,7 +26,10 @@ HTTP 400 otherwise, see ``wire-formats.md`` section 3.3):
   exactly; a call that did not come from Gemini is sent without either, so a
   synthesised id never reaches Gemini.
 - Tool schemas are rewritten into the OpenAPI subset Gemini accepts (see
-  :func:`gemini_parameters`).
+  :mod:`.gemini_schema`).
+- A tool name Gemini refuses (not starting with a letter or ``_``) goes by a
+  stable alias everywhere on the wire (:func:`gemini_function_name`); calls
+  in a response are mapped back to the real name.
 
 The model id goes into the URL path, so it is validated first; the key travels
 only in the ``x-goog-api-key`` header, never in the URL.
@@ -34,7 +38,6 @@ only in the ``x-goog-api-key`` header, never in the URL.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -60,15 +63,21 @@ from .base import (
     join_system_messages,
     token_count,
 )
+from .gemini_tools import (
+    check_function_names,
+    gemini_function_declarations,
+    gemini_function_name,
+    gemini_tool_config,
+)
+from .pairing import OwedResults
 
 __all__ = [
     "METADATA_KEY",
     "GeminiProvider",
-    "SchemaNotExpressible",
     "gemini_contents",
     "gemini_function_declarations",
+    "gemini_function_name",
     "gemini_model_path",
-    "gemini_parameters",
     "gemini_tool_config",
     "gemini_usage",
 ]
@@ -97,7 +106,7 @@ _FAILED_CALL: Final = frozenset(
 )
 
 Part = dict[str, Any]
-Schema = dict[str, Any]
+_UNANSWERED: Final = "Gemini needs one response per call"
 
 
 # Model id ------------------------------------------------------------------------
@@ -140,30 +149,29 @@ def _native_value(info: Any, key: str) -> str | None:
 
 
 class _Call:
-    """What a result needs from its call: our id, the name, Gemini's id if any."""
+    """What a result needs from its call: the wire name and Gemini's id if any."""
 
-    __slots__ = ("id", "name", "native_id")
+    __slots__ = ("name", "native_id")
 
-    def __init__(self, call_id: str, name: str, native_id: str | None) -> None:
-        self.id = call_id
+    def __init__(self, name: str, native_id: str | None) -> None:
         self.name = name
         self.native_id = native_id
 
 
-def _model_parts(
-    wire: Mapping[str, Any], metadata: Mapping[str, Any] | None
-) -> tuple[list[Part], list[_Call]]:
-    """Parts of one assistant message, and its calls (for pairing the results)."""
+def _model_parts(message: ChatMessage) -> tuple[list[Part], dict[str, _Call]]:
+    """Parts of one assistant message, and its calls by id (for pairing the results)."""
+    wire = message.to_dict()
     parts: list[Part] = [] if _is_blank(wire["content"]) else [{"text": wire["content"]}]
-    native = _native_calls(metadata)
-    calls: list[_Call] = []
+    native = _native_calls(message.provider_metadata)
+    calls: dict[str, _Call] = {}
     for raw in wire.get("tool_calls") or []:
         # Back through ToolCall so arguments_object applies the one rule for
         # raw (non-object) arguments: they become {} on object wires.
         call = ToolCall.from_dict(raw)
         info = native.get(call.id)
         native_id = _native_value(info, "id")
-        function: dict[str, Any] = {"name": call.name, "args": arguments_object(call)}
+        name = gemini_function_name(call.name)
+        function: dict[str, Any] = {"name": name, "args": arguments_object(call)}
         if native_id is not None:
             function = {"id": native_id, **function}
         part: Part = {"functionCall": function}
@@ -171,70 +179,27 @@ def _model_parts(
         if signature is not None:
             part["thoughtSignature"] = signature
         parts.append(part)
-        calls.append(_Call(call.id, call.name, native_id))
+        calls[call.id] = _Call(name, native_id)
     return parts, calls
 
 
-def _response_object(text: str) -> dict[str, Any]:
-    # Gemini wants an object; "output" is its documented key for plain output.
+def _response_object(text: str, *, is_error: bool) -> dict[str, Any]:
+    # Gemini wants an object: "error" marks a failure, "output" is its
+    # documented key for plain output, and a JSON object result goes as is.
+    if is_error:
+        return {"error": text}
     decoded = decode_arguments(text)
     return decoded if decoded is not None else {"output": text}
 
 
-class _Responses:
-    """The responses owed to the last model turn with calls, in call order.
-
-    Built empty (``index=-1``, no calls) when nothing is owed: every tool
-    message is then an orphan.
-    """
-
-    def __init__(self, index: int = -1, calls: Sequence[_Call] = ()) -> None:
-        self.index = index
-        self.calls = {call.id: call for call in calls}
-        self.order = [call.id for call in calls]
-        self.parts: dict[str, Part] = {}
-
-    def add(self, wire: Mapping[str, Any], index: int) -> None:
-        call_id = wire.get("tool_call_id")
-        if call_id is None:
-            raise InvalidArgumentError(
-                "a tool message needs the id of the call it answers",
-                code="missing_tool_call_id",
-                field=f"{index}/tool_call_id",
-            )
-        call = self.calls.get(call_id)
-        if call is None:
-            raise InvalidArgumentError(
-                f"tool message answers {call_id!r}, which is not a call of the assistant "
-                "turn right before it",
-                code="unknown_tool_call_id",
-                field=f"{index}/tool_call_id",
-            )
-        if call_id in self.parts:
-            raise InvalidArgumentError(
-                f"call {call_id!r} is answered twice",
-                code="duplicate_tool_result",
-                field=f"{index}/tool_call_id",
-            )
-        response: dict[str, Any] = {
-            "name": call.name,
-            "response": _response_object(wire["content"]),
-        }
-        if call.native_id is not None:
-            response = {"id": call.native_id, **response}
-        self.parts[call_id] = {"functionResponse": response}
-
-    def close(self) -> list[Part]:
-        """The ``functionResponse`` parts in call order; every call must be answered."""
-        missing = [call_id for call_id in self.order if call_id not in self.parts]
-        if missing:
-            raise InvalidArgumentError(
-                f"tool call(s) {', '.join(map(repr, missing))} have no result before the "
-                "next turn; Gemini needs one response per call",
-                code="unanswered_tool_call",
-                field=f"{self.index}/tool_calls/{self.order.index(missing[0])}/id",
-            )
-        return [self.parts[call_id] for call_id in self.order]
+def _response_part(call: _Call, message: ChatMessage) -> Part:
+    response: dict[str, Any] = {
+        "name": call.name,
+        "response": _response_object(message.content, is_error=message.is_error),
+    }
+    if call.native_id is not None:
+        response = {"id": call.native_id, **response}
+    return {"functionResponse": response}
 
 
 # (role, parts, holds function responses)
@@ -259,41 +224,42 @@ def gemini_contents(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     calls with no user turn before them, or a history with nothing to send.
     """
     contents: list[_Content] = []
-    owed = _Responses()
+    owed: OwedResults[Part] = OwedResults()
+    calls: dict[str, _Call] = {}  # the calls of the last model turn, by id
     for index, message in enumerate(messages):
-        wire = message.to_dict()
-        calls: list[_Call] = []
+        turn_calls: dict[str, _Call] = {}
         match message.role:
             case Role.SYSTEM:
                 continue  # lifted into systemInstruction
             case Role.TOOL:
-                owed.add(wire, index)
+                call_id = owed.answered_call(message, index)
+                owed.add(call_id, _response_part(calls[call_id], message))
                 continue
             case Role.USER:
                 role = "user"
-                parts: list[Part] = (
-                    [] if _is_blank(wire["content"]) else [{"text": wire["content"]}]
-                )
+                text = message.to_dict()["content"]
+                parts: list[Part] = [] if _is_blank(text) else [{"text": text}]
             case Role.ASSISTANT:
                 role = "model"
-                parts, calls = _model_parts(wire, message.provider_metadata)
+                parts, turn_calls = _model_parts(message)
             case _:  # pragma: no cover - Role is a closed enum
                 assert_never(message.role)
         if not parts:
             continue  # blank text: nothing to send, nothing lost
-        if owed.order:
+        if owed.owed:
             _append(contents, "user", owed.close(), responses=True)
-            owed = _Responses()
+            owed = OwedResults()
         _append(contents, role, parts, responses=False)
-        if calls:
+        if turn_calls:
             if len(contents) == 1:
                 raise InvalidArgumentError(
                     "Gemini needs a user turn before the first tool call",
                     code="invalid_turn_order",
                     field=f"{index}/tool_calls",
                 )
-            owed = _Responses(index, calls)
-    if owed.order:
+            calls = turn_calls
+            owed = OwedResults(index=index, call_ids=list(turn_calls), refusal=_UNANSWERED)
+    if owed.owed:
         _append(contents, "user", owed.close(), responses=True)
     if not contents:
         raise InvalidArgumentError(
@@ -302,231 +268,6 @@ def gemini_contents(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
             field="messages",
         )
     return [{"role": role, "parts": parts} for role, parts, _ in contents]
-
-
-# Tool schemas ---------------------------------------------------------------------
-
-_TYPES: Final = frozenset({"string", "number", "integer", "boolean", "array", "object"})
-_FORMATS: Final[Mapping[str, frozenset[str]]] = {
-    "string": frozenset({"enum", "date-time"}),
-    "integer": frozenset({"int32", "int64"}),
-    "number": frozenset({"float", "double"}),
-}
-# Copied unchanged. Everything else is dropped: Gemini's ``parameters`` is an
-# OpenAPI 3.0 subset and answers 400 to any keyword outside it
-# (additionalProperties, $schema, const, exclusiveMinimum, propertyNames, ...).
-_KEPT: Final = (
-    "nullable",
-    "minItems",
-    "maxItems",
-    "minProperties",
-    "maxProperties",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "minimum",
-    "maximum",
-    "propertyOrdering",
-)
-_DEFAULT_ITEMS: Final[Schema] = {"type": "string"}
-_REF: Final = re.compile(r"#/(?:\$defs|definitions)/(.+)")
-
-
-class SchemaNotExpressible(Exception):
-    """A schema the OpenAPI subset cannot hold (a recursive or external ``$ref``)."""
-
-
-def _resolve(
-    node: Mapping[str, Any], defs: Mapping[str, Any], trail: tuple[str, ...]
-) -> tuple[Mapping[str, Any], tuple[str, ...]]:
-    """Inline local ``$ref`` s (Gemini has none); siblings of a ``$ref`` win."""
-    while isinstance(node.get("$ref"), str):
-        found = _REF.fullmatch(node["$ref"])
-        name = found.group(1).replace("~1", "/").replace("~0", "~") if found else None
-        if name is None or not isinstance(defs.get(name), Mapping):
-            raise SchemaNotExpressible(f"unresolvable $ref {node['$ref']!r}")
-        if name in trail:
-            raise SchemaNotExpressible(f"recursive $ref {node['$ref']!r}")
-        trail = (*trail, name)
-        node = {**defs[name], **{key: value for key, value in node.items() if key != "$ref"}}
-    return node, trail
-
-
-def _merge(target: Schema, source: Schema) -> None:
-    """Fold a converted subschema in: properties and required unite, the rest fills gaps."""
-    for key, value in source.items():
-        if key == "properties":
-            target.setdefault("properties", {}).update(value)
-        elif key == "required":
-            target.setdefault("required", []).extend(value)
-        else:
-            target.setdefault(key, value)
-
-
-def _apply_type(target: Schema, declared: Any) -> None:
-    names = [declared] if isinstance(declared, str) else declared
-    if not isinstance(names, list):
-        return
-    names = [name.lower() for name in names if isinstance(name, str)]
-    if "null" in names:
-        target["nullable"] = True  # OpenAPI 3.0 has no "null" type
-    real = [name for name in names if name in _TYPES]
-    if len(real) == 1:
-        target["type"] = real[0]
-    elif real:
-        target["anyOf"] = [{"type": name} for name in real]
-
-
-def _convert(
-    node: Any, defs: Mapping[str, Any], trail: tuple[str, ...], *, tidy: bool = True
-) -> Schema:
-    """One schema node converted; ``tidy=False`` for a part that is merged into another."""
-    if not isinstance(node, Mapping):
-        return {}  # a boolean schema: anything goes
-    node, trail = _resolve(node, defs, trail)
-    out: Schema = {}
-    hints: list[str] = []
-    for sub in node.get("allOf") or ():
-        _merge(out, _convert(sub, defs, trail, tidy=False))
-    _apply_type(out, node.get("type"))
-    variants = node.get("anyOf") or node.get("oneOf")
-    if isinstance(variants, list):
-        kept: list[Any] = []
-        for variant in variants:
-            if isinstance(variant, Mapping) and variant.get("type") == "null":
-                out["nullable"] = True  # Optional[X] is anyOf [X, null]
-            else:
-                kept.append(variant)
-        if len(kept) == 1:
-            _merge(out, _convert(kept[0], defs, trail, tidy=False))
-        elif kept:
-            out["anyOf"] = [_convert(variant, defs, trail) for variant in kept]
-    properties = node.get("properties")
-    if isinstance(properties, Mapping) and properties:
-        out.setdefault("properties", {}).update(
-            {str(name): _convert(sub, defs, trail) for name, sub in properties.items()}
-        )
-    required = node.get("required")
-    if isinstance(required, list):
-        out.setdefault("required", []).extend(r for r in required if isinstance(r, str))
-    items = node.get("items")
-    if isinstance(items, list):
-        items = items[0] if items else None  # tuple form: the first shape stands for all
-    if isinstance(items, Mapping):
-        out["items"] = _convert(items, defs, trail)
-    if out.get("type") == "array" and not out.get("items"):
-        out["items"] = dict(_DEFAULT_ITEMS)  # "items: missing field" otherwise
-    values = [node["const"]] if "const" in node else node.get("enum")
-    if isinstance(values, list) and values:
-        if all(isinstance(value, str) for value in values):
-            out["enum"] = list(values)
-            out.setdefault("type", "string")  # Gemini's enums are string enums
-        else:  # Gemini's enum holds strings only; tell the model in words instead
-            hints.append("one of: " + ", ".join(json.dumps(value) for value in values))
-    fmt = node.get("format")
-    if isinstance(fmt, str):
-        if fmt in _FORMATS.get(out.get("type", ""), frozenset()):
-            out["format"] = fmt
-        elif out.get("type") == "string":
-            hints.append(f"format: {fmt}")
-    if "default" in node:
-        hints.append(f"default: {json.dumps(node['default'])}")
-    for key in _KEPT:
-        if key in node:
-            out[key] = copy.deepcopy(node[key])
-    description = node.get("description")
-    text = description if isinstance(description, str) else ""
-    if hints:
-        note = "; ".join(hints)
-        text = f"{text} ({note})" if text else note
-    if text:
-        out["description"] = text
-    return _tidy(out) if tidy else out
-
-
-def _tidy(out: Schema) -> Schema:
-    # Empty properties are a 400 ("should be non-empty for OBJECT type"), and
-    # required names must exist among the properties.
-    properties = out.get("properties") or {}
-    if properties and "type" not in out:
-        out["type"] = "object"
-    required = [name for name in dict.fromkeys(out.pop("required", [])) if name in properties]
-    if not properties:
-        out.pop("properties", None)
-    if required:
-        out["required"] = required
-    return out
-
-
-def gemini_parameters(schema: Mapping[str, Any]) -> Schema | None:
-    """A tool's JSON Schema in the OpenAPI subset Gemini's ``parameters`` accepts.
-
-    ``None`` when the tool takes no arguments (``parameters`` is then omitted:
-    an object with empty ``properties`` is a 400). Keywords outside the subset
-    are dropped; what the model should still know is moved into the
-    description (``format`` other than ``enum``/``date-time``, ``default``,
-    non-string ``enum``/``const``). Local ``$ref`` s are inlined, ``type``
-    lists become ``nullable``/``anyOf``, ``oneOf`` becomes ``anyOf``, ``allOf``
-    is merged, arrays get ``items``. Raises :class:`SchemaNotExpressible` for a
-    recursive or unresolvable ``$ref``.
-    """
-    defs: dict[str, Any] = {}
-    for key in ("definitions", "$defs"):
-        found = schema.get(key)
-        if isinstance(found, Mapping):
-            defs.update(found)
-    converted = _convert(schema, defs, ())
-    return converted if converted.get("properties") else None
-
-
-def gemini_function_declarations(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """One ``functionDeclarations`` entry per tool.
-
-    A schema the OpenAPI subset cannot express (recursive ``$ref``) is sent
-    whole as ``parametersJsonSchema``, Gemini's full-JSON-Schema alternative.
-    """
-    declarations: list[dict[str, Any]] = []
-    for spec in tools:
-        entry: dict[str, Any] = {"name": spec.name}
-        if spec.description:
-            entry["description"] = spec.description
-        try:
-            parameters = gemini_parameters(spec.parameters)
-        except SchemaNotExpressible:
-            entry["parametersJsonSchema"] = copy.deepcopy(dict(spec.parameters))
-        else:
-            if parameters is not None:
-                entry["parameters"] = parameters
-        declarations.append(entry)
-    return declarations
-
-
-def gemini_tool_config(
-    options: CompletionOptions, tools: Sequence[ToolSpec]
-) -> dict[str, Any] | None:
-    """``toolConfig``, or ``None`` to leave Gemini's default (AUTO).
-
-    Gemini has no switch for parallel calls; ``parallel_tool_calls`` is ignored.
-    """
-    config: dict[str, Any]
-    match options.tool_choice:
-        case None:
-            return None
-        case "auto":
-            config = {"mode": "AUTO"}
-        case "none":
-            config = {"mode": "NONE"}
-        case "required":
-            config = {"mode": "ANY"}
-        case name:
-            if name not in {spec.name for spec in tools}:
-                raise InvalidArgumentError(
-                    f"tool_choice names {name!r}, which is not among the offered tools",
-                    code="unknown_tool_choice",
-                    field="tool_choice",
-                )
-            config = {"mode": "ANY", "allowedFunctionNames": [name]}
-    return {"functionCallingConfig": config}
 
 
 def _merge_extra(payload: dict[str, Any], extra: Mapping[str, Any]) -> None:
@@ -619,6 +360,7 @@ class GeminiProvider(HTTPProvider):
         system = join_system_messages(m for m in messages if not _is_blank(m.content))
         if system:
             payload["systemInstruction"] = {"parts": [{"text": system}]}
+        check_function_names(messages, tools)
         payload["contents"] = gemini_contents(messages)
         if tools:
             payload["tools"] = [{"functionDeclarations": gemini_function_declarations(tools)}]
@@ -626,7 +368,7 @@ class GeminiProvider(HTTPProvider):
             if config is not None:
                 payload["toolConfig"] = config
         generation: dict[str, Any] = {}
-        if options.temperature is not None:
+        if options.temperature is not None and self.sends("temperature", options):
             generation["temperature"] = options.temperature
         if options.max_tokens is not None:
             generation["maxOutputTokens"] = options.max_tokens
@@ -638,7 +380,11 @@ class GeminiProvider(HTTPProvider):
         return payload
 
     def parse_response(
-        self, body: Mapping[str, Any], *, known_ids: Collection[str] = ()
+        self,
+        body: Mapping[str, Any],
+        *,
+        known_ids: Collection[str] = (),
+        tools: Sequence[ToolSpec] = (),
     ) -> CompletionResponse:
         """The first candidate (pure): text, thoughts, calls, finish reason, usage.
 
@@ -660,6 +406,7 @@ class GeminiProvider(HTTPProvider):
                 provider=self.provider_name,
             )
         candidate, parts = _candidate_parts(body)
+        real_names = {gemini_function_name(spec.name): spec.name for spec in tools}
         texts: list[str] = []
         thoughts: list[str] = []
         candidates: list[tuple[str | None, str, Any]] = []
@@ -673,7 +420,7 @@ class GeminiProvider(HTTPProvider):
                 candidates.append(
                     (
                         native_id if isinstance(native_id, str) and native_id else None,
-                        name if isinstance(name, str) else "",
+                        real_names.get(name, name) if isinstance(name, str) else "",
                         function.get("args"),
                     )
                 )

@@ -118,7 +118,7 @@ def ollama_tools(tools: Sequence[ToolSpec], tool_choice: str | None) -> list[dic
 def ollama_options(options: CompletionOptions) -> dict[str, Any]:
     """Sampling settings in Ollama's ``options`` object (empty when all are defaults)."""
     sampling: dict[str, Any] = {}
-    if options.temperature is not None:
+    if options.temperature is not None and OllamaProvider.sends("temperature", options):
         sampling["temperature"] = options.temperature
     if options.max_tokens is not None:
         sampling["num_predict"] = options.max_tokens
@@ -186,7 +186,11 @@ class OllamaProvider(HTTPProvider):
         return payload
 
     def parse_response(
-        self, body: Mapping[str, Any], *, known_ids: Collection[str] = ()
+        self,
+        body: Mapping[str, Any],
+        *,
+        known_ids: Collection[str] = (),
+        tools: Sequence[ToolSpec] = (),
     ) -> CompletionResponse:
         """The ``message`` of a non-streamed ``/api/chat`` answer (pure).
 

@@ -219,24 +219,35 @@ def openai_usage(data: Any) -> Usage:
     )
 
 
-def _message_text(content: Any) -> str:
-    """``message.content`` as text: ``null`` is ``""``; text parts are joined."""
+def _message_text(message: Mapping[str, Any]) -> str:
+    """The message's text: ``null`` is ``""``; text parts are joined; a refusal is the text.
+
+    A refusal arrives in ``refusal`` (or as a ``refusal`` part) with ``content``
+    null; it is what the model said, so it is kept rather than stored as "".
+    """
+    content = message.get("content")
+    text: str
     if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    # Some compatible servers (Mistral's reasoning models) answer with parts.
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        # Some compatible servers (Mistral's reasoning models) answer with parts.
+        text = "".join(
+            part[kind]
             for part in content
             if isinstance(part, Mapping)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
+            for kind in ("text", "refusal")
+            if part.get("type") == kind and isinstance(part.get(kind), str)
         )
-    raise ProviderResponseError(
-        f"message content is neither text nor parts: {type(content).__name__}"
-    )
+    else:
+        raise ProviderResponseError(
+            f"message content is neither text nor parts: {type(content).__name__}"
+        )
+    refusal = message.get("refusal")
+    if not text and isinstance(refusal, str):
+        return refusal
+    return text
 
 
 def _thinking(message: Mapping[str, Any]) -> str | None:
@@ -353,7 +364,7 @@ class OpenAIProvider(HTTPProvider):
                 payload["tool_choice"] = openai_tool_choice(options.tool_choice, tools)
             if options.parallel_tool_calls is not None:
                 payload["parallel_tool_calls"] = options.parallel_tool_calls
-        if options.temperature is not None:
+        if options.temperature is not None and self.sends("temperature", options):
             payload["temperature"] = options.temperature
         if options.max_tokens is not None:
             payload[self.preset.max_tokens_key] = options.max_tokens
@@ -363,7 +374,11 @@ class OpenAIProvider(HTTPProvider):
         return payload
 
     def parse_response(
-        self, body: Mapping[str, Any], *, known_ids: Collection[str] = ()
+        self,
+        body: Mapping[str, Any],
+        *,
+        known_ids: Collection[str] = (),
+        tools: Sequence[ToolSpec] = (),
     ) -> CompletionResponse:
         """The first choice of a Chat Completions body (pure).
 
@@ -399,7 +414,7 @@ class OpenAIProvider(HTTPProvider):
             finish_reason = "stop"
         model = body.get("model")
         return CompletionResponse(
-            content=_message_text(message.get("content")),
+            content=_message_text(message),
             model=model if isinstance(model, str) else "",
             usage=openai_usage(body.get("usage")),
             finish_reason=finish_reason,

@@ -1,16 +1,26 @@
-"""Turn configuration records (Provider, LanguageModel, Profile) into adapters."""
+"""Turn configuration records (Provider, LanguageModel, Profile) into adapters, and test them."""
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 from django.db.models import Q
 
 from conversations.conf import app_settings
-from conversations.exceptions import ConfigurationError
-from conversations.models import Profile, Provider
+from conversations.domain import ChatMessage
+from conversations.exceptions import ConfigurationError, ConversationsError
+from conversations.models import LanguageModel, Profile, Provider
 from conversations.providers.anthropic import AnthropicProvider
-from conversations.providers.base import ChatProvider, CompletionOptions, HTTPProvider
+from conversations.providers.base import (
+    SAMPLING_PARAMETERS,
+    ChatProvider,
+    CompletionOptions,
+    HTTPProvider,
+    redact,
+)
 from conversations.providers.demo import DemoProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
@@ -18,11 +28,19 @@ from conversations.providers.openai import PRESETS, OpenAIProvider
 from conversations.secrets import resolve
 
 __all__ = [
+    "HTTP_ADAPTERS",
+    "ConnectionCheck",
+    "accepted_sampling_parameters",
     "build_provider",
+    "check_connection",
     "completion_options",
     "get_default_profile",
     "provider_from_record",
 ]
+
+CHECK_TIMEOUT_SECONDS: Final = 20.0
+"""Upper bound on a connection check, so an unreachable host does not hang the caller."""
+CHECK_MAX_TOKENS: Final = 16
 
 HTTP_ADAPTERS: dict[str, type[HTTPProvider]] = {
     **dict.fromkeys(PRESETS, OpenAIProvider),  # each preset name is an adapter name
@@ -30,7 +48,9 @@ HTTP_ADAPTERS: dict[str, type[HTTPProvider]] = {
     "gemini": GeminiProvider,
     "ollama": OllamaProvider,
 }
-"""``Provider.adapter`` -> the HTTP adapter class (``demo`` is the offline one)."""
+"""``Provider.adapter`` -> the HTTP adapter class (``demo`` is the offline one).
+
+The one table of adapters: records, the admin and the export all look adapters up here."""
 
 
 def get_default_profile() -> Profile | None:
@@ -90,6 +110,41 @@ def build_provider(profile: Profile, *, http_client: Any = None) -> ChatProvider
     return provider_from_record(profile.language_model.provider, http_client=http_client)
 
 
+def model_sampling_parameters(model: LanguageModel) -> frozenset[str] | None:
+    """The sampling parameters a model record accepts; ``None`` = its adapter's default.
+
+    Raises :class:`ConfigurationError` for a stored value that is not a list of
+    known names (the admin refuses one; this guards rows written otherwise).
+    """
+    value = model.sampling_parameters
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise ConfigurationError(
+            f'language model "{model.model_id}": sampling_parameters must be a list of '
+            f"names, got {value!r}"
+        )
+    unknown = sorted(set(value) - SAMPLING_PARAMETERS)
+    if unknown:
+        raise ConfigurationError(
+            f'language model "{model.model_id}": sampling_parameters names unknown '
+            f"parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(SAMPLING_PARAMETERS))}"
+        )
+    return frozenset(value)
+
+
+def accepted_sampling_parameters(model: LanguageModel) -> frozenset[str] | None:
+    """What a request to ``model`` may carry: its own list, else its adapter's default.
+
+    ``None`` when the adapter sends no sampling at all (the offline demo) or is unknown.
+    """
+    own = model_sampling_parameters(model)
+    if own is not None:
+        return own
+    adapter_class = HTTP_ADAPTERS.get(model.provider.adapter)
+    return None if adapter_class is None else adapter_class.default_sampling_parameters
+
+
 def completion_options(profile: Profile | None, *, tools_offered: bool = True) -> CompletionOptions:
     """The request options a profile asks for (no profile: the provider's defaults)."""
     if profile is None:
@@ -102,4 +157,97 @@ def completion_options(profile: Profile | None, *, tools_offered: bool = True) -
         temperature=profile.temperature,
         max_tokens=max_tokens,
         tool_choice=tool_choice if tools_offered else None,
+        sampling_parameters=model_sampling_parameters(model),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionCheck:
+    """The outcome of :func:`check_connection`; ``detail`` never holds a key."""
+
+    status: Literal["ok", "failed", "skipped"]
+    """``skipped``: there was nothing to test with (a provider without an active model)."""
+    detail: str
+    """What happened, in words (``gpt-4o answered in 120 ms``, the error's detail, ...)."""
+    code: str = ""
+    """The error's stable code when ``status`` is ``failed``."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _one_attempt(provider: Provider) -> Provider:
+    """An unsaved copy of ``provider`` limited to one short request."""
+    trial = copy.copy(provider)
+    trial.max_retries = 0
+    trial.timeout = min(provider.timeout or CHECK_TIMEOUT_SECONDS, CHECK_TIMEOUT_SECONDS)
+    return trial
+
+
+def check_connection(
+    *,
+    profile: Profile | None = None,
+    provider: Provider | None = None,
+    send: bool = True,
+    http_client: Any = None,
+) -> ConnectionCheck:
+    """Build the adapter of ``profile`` (or of ``provider``) and, with ``send``, ask "ping".
+
+    One attempt, at most :data:`CHECK_TIMEOUT_SECONDS`, whatever the record's
+    retries and timeout (the record itself is untouched). A profile is tested
+    with its own options; a provider with its first active model (``skipped``
+    when it has none). Failures of the app's own kinds (a key reference that
+    does not resolve, HTTP errors, ...) become a ``failed`` outcome whose
+    detail has every key the reference resolves to scrubbed once more;
+    anything else propagates.
+    """
+    if (profile is None) == (provider is None):
+        raise TypeError("check_connection needs exactly one of profile and provider")
+    record = profile.language_model.provider if profile is not None else provider
+    assert record is not None  # for the type checker: exactly one was given
+    try:
+        if profile is not None:
+            model = profile.language_model
+            trial = copy.copy(profile)
+            trial.language_model = copy.copy(model)
+            trial.language_model.provider = _one_attempt(record)
+            adapter = build_provider(trial, http_client=http_client)
+            options = completion_options(profile, tools_offered=False)
+        else:
+            active = LanguageModel.objects.filter(provider=record, is_active=True)
+            model = active.order_by("model_id").first()
+            if model is None:
+                return ConnectionCheck(
+                    "skipped", "no active language model to test with; add one first."
+                )
+            adapter = provider_from_record(_one_attempt(record), http_client=http_client)
+            options = CompletionOptions(
+                model=model.model_id,
+                max_tokens=min(CHECK_MAX_TOKENS, model.max_output_tokens or CHECK_MAX_TOKENS),
+            )
+        if not send:
+            return ConnectionCheck("ok", "configuration is complete")
+        return ConnectionCheck("ok", _ping(adapter, model.model_id, options))
+    except ConversationsError as exc:
+        return ConnectionCheck("failed", _scrubbed(exc.detail, record.api_key_ref), exc.code)
+
+
+def _ping(adapter: ChatProvider, model_id: str, options: CompletionOptions) -> str:
+    started = time.monotonic()
+    try:
+        response = adapter.complete([ChatMessage.user("ping")], options=options)
+    finally:
+        if isinstance(adapter, HTTPProvider):
+            adapter.close()
+    elapsed = int((time.monotonic() - started) * 1000)
+    return f"{response.model or model_id} answered in {elapsed} ms"
+
+
+def _scrubbed(detail: str, reference: str) -> str:
+    """``detail`` with the key ``reference`` resolves to replaced (adapters redact already)."""
+    try:
+        secret = resolve(reference) if reference else None
+    except Exception:  # a failing resolver leaves nothing to scrub
+        secret = None
+    return redact(detail, [secret])

@@ -404,3 +404,97 @@ def test_unregistered_tool_is_marked(admin_client):
     ToolSetting.objects.create(name="retired_tool", enabled=False)
     page = html(admin_client.get(admin_url(ToolSetting, "changelist")))
     assert "(no longer registered)" in page
+
+
+# Sampling parameters -------------------------------------------------------------------
+
+
+def model_data(provider, **overrides):
+    data = {
+        "provider": str(provider.pk),
+        "model_id": "claude-test",
+        "name": "",
+        "context_window": "",
+        "max_output_tokens": "",
+        "input_price_per_million": "",
+        "output_price_per_million": "",
+        "sampling_parameters": "",
+        "is_active": "on",
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("value", "saved"), [("", None), ("[]", []), ('["temperature"]', ["temperature"])]
+)
+def test_model_sampling_parameters_accepts_empty_none_or_known_names(
+    admin_client, provider, value, saved
+):
+    response = admin_client.post(
+        admin_url(LanguageModel, "add"), model_data(provider, sampling_parameters=value)
+    )
+    assert response.status_code == 302
+    assert LanguageModel.objects.get(model_id="claude-test").sampling_parameters == saved
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('["top_q"]', "unknown parameter(s): top_q. Known: temperature"),
+        ('"temperature"', 'a JSON list of parameter names such as ["temperature"]'),
+        ("[1]", "got [1]"),
+        ('{"temperature": true}', "a JSON list of parameter names"),
+    ],
+)
+def test_model_sampling_parameters_errors_name_the_field_and_value(
+    admin_client, provider, value, message
+):
+    response = admin_client.post(
+        admin_url(LanguageModel, "add"), model_data(provider, sampling_parameters=value)
+    )
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["sampling_parameters"]
+    assert "sampling_parameters" in errors["sampling_parameters"][0]
+    assert message in errors["sampling_parameters"][0]
+
+
+def test_model_admin_shows_sampling_parameters_with_help(admin_client, language_model):
+    page = html(admin_client.get(admin_url(language_model)))
+    assert 'name="sampling_parameters"' in page
+    assert "The sampling parameters this model accepts" in page
+
+
+@pytest.fixture
+def claude(db):
+    provider = Provider.objects.create(
+        slug="claude", name="Claude", adapter=Provider.Adapter.ANTHROPIC, api_key_ref="env:X"
+    )
+    return LanguageModel.objects.create(provider=provider, model_id="claude-sonnet-4-5")
+
+
+def test_saving_a_profile_whose_temperature_is_not_sent_warns(admin_client, claude):
+    response = admin_client.post(
+        admin_url(Profile, "add"), profile_data(claude, temperature="0.7"), follow=True
+    )
+    page = html(response)
+    assert Profile.objects.filter(slug="research").exists()  # a warning, not an error
+    assert "The temperature 0.7 will not be sent" in page
+    assert "claude-sonnet-4-5" in page
+
+
+def test_no_warning_when_the_model_accepts_the_temperature(admin_client, claude):
+    claude.sampling_parameters = ["temperature"]
+    claude.save()
+    page = html(
+        admin_client.post(
+            admin_url(Profile, "add"), profile_data(claude, temperature="0.7"), follow=True
+        )
+    )
+    assert "will not be sent" not in page
+
+
+def test_the_profile_form_explains_it_as_help(admin_client, claude):
+    profile = Profile.objects.create(slug="p", name="P", language_model=claude)
+    assert "A temperature will not be sent" in html(admin_client.get(admin_url(profile)))

@@ -17,20 +17,16 @@ from hypothesis import strategies as st
 
 from conversations.domain import ChatMessage, InvalidArgumentError, ToolCall, ToolSpec
 from conversations.exceptions import (
-    ProviderAuthenticationError,
-    ProviderHTTPError,
-    ProviderRateLimited,
     ProviderResponseError,
-    ProviderTimeout,
 )
 from conversations.providers.anthropic import AnthropicProvider, wire_call_id
 from conversations.providers.base import CompletionOptions
-from tests.providers.mock_http import Outcome, provider_with_replies, timeout
+from tests.providers.mock_http import Outcome, provider_with_replies
 from tests.providers.wire_anthropic import validate_anthropic_request
 
 KEY = "sk-ant-test-9f8e7d6c5b4a"
 
-# The worked examples of wire-formats.md 2.4, verbatim.
+# Worked examples in the Messages API shape: a request, a calls reply, a text reply.
 REFERENCE_A = json.loads(
     r"""
 {
@@ -501,11 +497,40 @@ def test_sampling_options_and_extra() -> None:
         max_tokens=50,
         stop=("END",),
         extra={"top_k": 5, "max_tokens": 60},
+        sampling_parameters={"temperature"},  # a model that still takes it
     )
     assert body["temperature"] == 1.0
     assert body["stop_sequences"] == ["END"]
     assert body["top_k"] == 5
     assert body["max_tokens"] == 60  # extra is merged last
+
+
+def test_temperature_is_not_sent_by_default_current_models_refuse_it() -> None:
+    assert AnthropicProvider.default_sampling_parameters == frozenset()
+    body = build([ChatMessage.user("Hi")], temperature=0.3)
+    assert "temperature" not in body
+    assert validate_anthropic_request(body) == []
+
+
+def test_a_model_that_accepts_no_sampling_parameter_gets_none() -> None:
+    body = build([ChatMessage.user("Hi")], temperature=0.3, sampling_parameters=())
+    assert "temperature" not in body
+
+
+def test_an_error_result_is_flagged_natively_and_only_then() -> None:
+    history = [
+        *reference_history()[:3],
+        ChatMessage.tool_result(ID_A, "ConnectionError: timed out", is_error=True),
+        ChatMessage.tool_result(ID_B, "2026-08-22T14:05:00+02:00"),
+    ]
+    failed, fine = build(history)["messages"][2]["content"]
+    assert failed == {
+        "type": "tool_result",
+        "tool_use_id": ID_A,
+        "content": "ConnectionError: timed out",
+        "is_error": True,
+    }
+    assert "is_error" not in fine
 
 
 # Response parsing ----------------------------------------------------------------------
@@ -570,94 +595,17 @@ def test_bodies_we_cannot_understand(body: dict[str, Any]) -> None:
         AnthropicProvider(api_key=KEY).parse_response(body)
 
 
-# HTTP ----------------------------------------------------------------------------------
-
-
-def test_401_is_an_authentication_error_without_the_key() -> None:
-    echo = {"error": {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}}
-    provider, requests, _ = mock_provider(httpx.Response(401, json=echo))
-    with pytest.raises(ProviderAuthenticationError) as caught:
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert caught.value.status_code == 401
-    assert KEY not in str(caught.value)
-    assert "[redacted]" in str(caught.value)
-    assert len(requests) == 1
-
-
-def test_429_waits_as_long_as_retry_after_says_then_succeeds() -> None:
-    provider, requests, sleeps = mock_provider(
-        httpx.Response(429, headers={"retry-after": "7"}), httpx.Response(200, json=REFERENCE_C)
-    )
-    response = provider.complete([ChatMessage.user("Hi")], options=options())
-    assert response.finish_reason == "stop"
-    assert sleeps == [7.0]
-    assert len(requests) == 2
-
-
-def test_429_after_the_last_retry_is_rate_limited() -> None:
-    provider, requests, _ = mock_provider(
-        *(httpx.Response(429, headers={"retry-after": "2"}) for _ in range(3))
-    )
-    with pytest.raises(ProviderRateLimited) as caught:
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert caught.value.retry_after == 2.0
-    assert len(requests) == 3
-
-
-def test_500_then_success_sends_two_requests() -> None:
-    provider, requests, sleeps = mock_provider(
-        httpx.Response(500, text="overloaded"), httpx.Response(200, json=REFERENCE_B)
-    )
-    response = provider.complete([ChatMessage.user("Hi")], tools=TOOLS, options=options())
-    assert response.finish_reason == "tool_calls"
-    assert len(requests) == 2
-    assert len(sleeps) == 1
-    assert sent(requests[0]) == sent(requests[1])
-
-
-def test_timeout_is_retried_then_reported() -> None:
-    provider, requests, sleeps = mock_provider(timeout, timeout, timeout)
-    with pytest.raises(ProviderTimeout):
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert len(requests) == 3
-    assert len(sleeps) == 2
-
-
-def test_malformed_json_is_a_response_error() -> None:
-    provider, requests, _ = mock_provider(httpx.Response(200, text="{not json"))
-    with pytest.raises(ProviderResponseError):
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert len(requests) == 1
-
-
-def test_max_retries_zero_sends_exactly_one_request() -> None:
-    provider, requests, sleeps = mock_provider(httpx.Response(503), max_retries=0)
-    with pytest.raises(ProviderHTTPError) as caught:
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert caught.value.status_code == 503
-    assert len(requests) == 1
-    assert sleeps == []
-
-
-def test_400_is_not_retried_and_its_echoed_key_is_redacted() -> None:
-    provider, requests, _ = mock_provider(
-        httpx.Response(400, json={"error": {"message": f"bad request for key {KEY}"}})
-    )
-    with pytest.raises(ProviderHTTPError) as caught:
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert len(requests) == 1
-    assert KEY not in str(caught.value)
-    assert KEY not in caught.value.body
-
-
-def test_the_key_travels_only_in_its_header() -> None:
-    provider, requests, _ = mock_provider(httpx.Response(200, json=REFERENCE_C))
-    provider.complete([ChatMessage.user("Hi")], options=options())
-    (request,) = requests
-    assert KEY not in str(request.url)
-    assert KEY.encode() not in request.content
-    assert [name for name, value in request.headers.items() if value == KEY] == ["x-api-key"]
-    assert KEY not in repr(provider)
+def test_thinking_is_counted_in_the_output_tokens_it_is_billed_in() -> None:
+    body = {
+        "content": [
+            {"type": "thinking", "thinking": "Let me think.", "signature": "sig"},
+            {"type": "text", "text": "42"},
+        ],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 500},
+    }
+    usage = AnthropicProvider(api_key=KEY).parse_response(body).usage
+    assert (usage.completion_tokens, usage.reasoning_tokens, usage.total_tokens) == (500, 0, 510)
 
 
 # Property: any well-formed history becomes a body the API accepts -----------------------

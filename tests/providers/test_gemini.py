@@ -17,19 +17,17 @@ from hypothesis import strategies as st
 
 from conversations.domain import ChatMessage, InvalidArgumentError, ToolCall, ToolSpec
 from conversations.exceptions import (
-    ProviderAuthenticationError,
-    ProviderHTTPError,
     ProviderResponseError,
-    ProviderTimeout,
 )
 from conversations.providers.base import CompletionOptions
-from conversations.providers.gemini import GeminiProvider, gemini_parameters
-from tests.providers.mock_http import Outcome, provider_with_replies, timeout
-from tests.providers.wire_gemini import validate_gemini_request
+from conversations.providers.gemini import GeminiProvider, gemini_function_name
+from conversations.providers.gemini_schema import gemini_parameters
+from tests.providers.mock_http import Outcome, provider_with_replies
+from tests.providers.wire_gemini import FUNCTION_NAME_PATTERN, validate_gemini_request
 
 KEY = "AIzaSyTest-0123456789abcdef"
 
-# The worked examples of wire-formats.md 3.4, verbatim.
+# Worked examples in the generateContent shape: requests, a calls reply, a text reply.
 REFERENCE_A1 = json.loads(
     r"""
 {
@@ -187,11 +185,11 @@ SIGNATURE = "c2lnbmF0dXJlLWZvci1zdGVwLTE="
 URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
 
 
-def as_issue_4_says(reference: dict[str, Any]) -> dict[str, Any]:
-    """The reference request with the one rule where issue #4 and the reference differ.
+def with_object_results_as_they_are(reference: dict[str, Any]) -> dict[str, Any]:
+    """The reference request with the one rule where this adapter differs from it.
 
-    The reference wraps every result as ``{"output": text}``; issue #4 sends a
-    result that is a JSON object as the response itself (Gemini reads a
+    The reference wraps every result as ``{"output": text}``; the adapter sends
+    a result that is a JSON object as the response itself (Gemini reads a
     response without "output"/"error" keys as the whole output).
     """
     expected = copy.deepcopy(reference)
@@ -257,7 +255,7 @@ def sent(request: httpx.Request) -> dict[str, Any]:
 
 def test_reference_request_a1_history_without_native_ids() -> None:
     body = build(reference_history(), TOOLS, tool_choice="auto")
-    assert body == as_issue_4_says(REFERENCE_A1)
+    assert body == with_object_results_as_they_are(REFERENCE_A1)
 
 
 def test_the_reference_wrapping_applies_to_every_non_object_result() -> None:
@@ -300,7 +298,7 @@ def test_reference_response_b_parses_native_ids_signature_and_usage() -> None:
 def test_reference_request_a2_replays_ids_and_signature_from_response_b() -> None:
     turn = parse(REFERENCE_B).to_message()
     body = build(reference_history(turn=turn), TOOLS, tool_choice="auto")
-    assert body == as_issue_4_says(REFERENCE_A2)
+    assert body == with_object_results_as_they_are(REFERENCE_A2)
 
 
 def test_reference_response_c_final_text_with_cached_usage() -> None:
@@ -328,7 +326,9 @@ def test_history_reaches_the_http_body_with_calls_and_results_intact() -> None:
     (request,) = requests
     assert str(request.url) == URL
     assert request.headers["x-goog-api-key"] == KEY
-    assert sent(request) == as_issue_4_says(REFERENCE_A1)  # ids of other providers stay home
+    assert sent(request) == with_object_results_as_they_are(
+        REFERENCE_A1
+    )  # ids of other providers stay home
 
 
 def test_native_ids_and_signature_survive_two_rounds_through_the_transport() -> None:
@@ -340,7 +340,7 @@ def test_native_ids_and_signature_survive_two_rounds_through_the_transport() -> 
     assert first.tool_calls is not None
     history = reference_history(turn=first.to_message())
     provider.complete(history, tools=TOOLS, options=options(tool_choice="auto"))
-    assert sent(requests[1]) == as_issue_4_says(REFERENCE_A2)
+    assert sent(requests[1]) == with_object_results_as_they_are(REFERENCE_A2)
 
 
 def test_a_reused_native_id_gets_a_fresh_id_but_replays_the_native_one() -> None:
@@ -502,6 +502,99 @@ def test_generation_config_and_deep_merged_extra() -> None:
         "topP": 0.5,
     }
     assert body["safetySettings"] == []
+
+
+def test_temperature_is_sent_unless_the_model_says_it_takes_none() -> None:
+    assert "temperature" in build([ChatMessage.user("Hi")], temperature=0.2)["generationConfig"]
+    body = build([ChatMessage.user("Hi")], temperature=0.2, sampling_parameters=())
+    assert "generationConfig" not in body
+
+
+# Error results ------------------------------------------------------------------------
+
+
+def test_an_error_result_is_sent_as_an_error_response() -> None:
+    history = reference_history()[:4]
+    history.append(ChatMessage.tool_result("call_time", "ConnectionError: down", is_error=True))
+    failed = build(history, TOOLS)["contents"][2]["parts"][1]["functionResponse"]
+    assert failed == {"name": "get_time", "response": {"error": "ConnectionError: down"}}
+    fine = build(reference_history(), TOOLS)["contents"][2]["parts"][1]["functionResponse"]
+    assert fine["response"] == {"output": TIME_RESULT}
+
+
+# Function names Gemini refuses ---------------------------------------------------------
+
+TWO_FA = ToolSpec(
+    "2fa_verify",
+    "Check a one-time code",
+    {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+)
+
+
+def two_fa_history() -> list[ChatMessage]:
+    return [
+        ChatMessage.user("Verify 123456"),
+        ChatMessage.assistant_tool_calls([ToolCall("call_2fa", "2fa_verify", {"code": "123456"})]),
+        ChatMessage.tool_result("call_2fa", '{"valid": true}'),
+    ]
+
+
+@pytest.mark.parametrize("name", ["2fa_verify", "-dash", "9"])
+def test_names_gemini_refuses_get_a_stable_valid_alias(name: str) -> None:
+    alias = gemini_function_name(name)
+    assert FUNCTION_NAME_PATTERN.match(alias)
+    assert alias == gemini_function_name(name)  # the same every request
+    assert alias != name
+
+
+def test_valid_names_are_sent_unchanged() -> None:
+    assert gemini_function_name("get_weather") == "get_weather"
+    assert gemini_function_name("_private") == "_private"
+
+
+def test_an_aliased_tool_is_renamed_everywhere_on_the_wire() -> None:
+    alias = gemini_function_name("2fa_verify")
+    body = build(two_fa_history(), (TWO_FA, WEATHER), tool_choice="2fa_verify")
+    declared = [d["name"] for d in body["tools"][0]["functionDeclarations"]]
+    assert declared == [alias, "get_weather"]
+    assert body["contents"][1]["parts"][0]["functionCall"]["name"] == alias
+    assert body["contents"][2]["parts"][0]["functionResponse"]["name"] == alias
+    assert body["toolConfig"]["functionCallingConfig"]["allowedFunctionNames"] == [alias]
+    assert '"2fa_verify"' not in json.dumps(body)  # the real name is never a value
+
+
+def test_a_call_to_an_alias_is_parsed_back_to_the_real_name() -> None:
+    alias = gemini_function_name("2fa_verify")
+    response = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [{"functionCall": {"name": alias, "args": {"code": "1"}}}],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    parsed = GeminiProvider(api_key=KEY).parse_response(response, tools=(TWO_FA, WEATHER))
+    assert [call.name for call in parsed.tool_calls] == ["2fa_verify"]
+
+
+def test_the_alias_survives_a_round_trip_through_the_transport() -> None:
+    alias = gemini_function_name("2fa_verify")
+    call = {"functionCall": {"name": alias, "args": {"code": "1"}}}
+    reply = {"candidates": [{"content": {"role": "model", "parts": [call]}}]}
+    provider, requests, _ = mock_provider(httpx.Response(200, json=reply))
+    result = provider.complete([ChatMessage.user("Verify 1")], tools=[TWO_FA], options=options())
+    assert result.tool_calls[0].name == "2fa_verify"
+    assert sent(requests[0])["tools"][0]["functionDeclarations"][0]["name"] == alias
+
+
+def test_a_tool_whose_alias_is_another_tools_name_is_refused() -> None:
+    clash = ToolSpec(gemini_function_name("2fa_verify"), "A tool named like the alias")
+    with pytest.raises(InvalidArgumentError) as caught:
+        build([ChatMessage.user("Hi")], (TWO_FA, clash))
+    assert (caught.value.code, caught.value.field) == ("tool_name_collision", "tools")
 
 
 # Tool schemas --------------------------------------------------------------------------
@@ -733,83 +826,6 @@ def test_usage_adds_tool_prompt_tokens_and_sums_a_missing_total() -> None:
 def test_bodies_we_cannot_understand(body: dict[str, Any]) -> None:
     with pytest.raises(ProviderResponseError):
         parse(body)
-
-
-# HTTP ----------------------------------------------------------------------------------
-
-
-def test_401_is_an_authentication_error_without_the_key() -> None:
-    echo = {"error": {"code": 401, "message": f"API key not valid: {KEY}"}}
-    provider, requests, _ = mock_provider(httpx.Response(401, json=echo))
-    with pytest.raises(ProviderAuthenticationError) as caught:
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert KEY not in str(caught.value)
-    assert len(requests) == 1
-
-
-def test_429_waits_as_long_as_retry_after_says_then_succeeds() -> None:
-    provider, requests, sleeps = mock_provider(
-        httpx.Response(429, headers={"retry-after": "3"}), httpx.Response(200, json=REFERENCE_C)
-    )
-    response = provider.complete([ChatMessage.user("Hi")], options=options())
-    assert response.usage.total_tokens == 1201
-    assert sleeps == [3.0]
-    assert len(requests) == 2
-
-
-def test_500_then_success_sends_two_requests() -> None:
-    provider, requests, sleeps = mock_provider(
-        httpx.Response(500), httpx.Response(200, json=REFERENCE_B)
-    )
-    response = provider.complete(reference_history()[:2], tools=TOOLS, options=options())
-    assert response.finish_reason == "tool_calls"
-    assert len(requests) == 2
-    assert len(sleeps) == 1
-    assert sent(requests[0]) == sent(requests[1])
-
-
-def test_timeout_is_retried_then_reported() -> None:
-    provider, requests, _ = mock_provider(timeout, timeout, max_retries=1)
-    with pytest.raises(ProviderTimeout):
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert len(requests) == 2
-
-
-def test_malformed_json_is_a_response_error() -> None:
-    provider, requests, _ = mock_provider(httpx.Response(200, text="<html>oops</html>"))
-    with pytest.raises(ProviderResponseError):
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert len(requests) == 1
-
-
-def test_max_retries_zero_sends_exactly_one_request() -> None:
-    provider, requests, sleeps = mock_provider(httpx.Response(502), max_retries=0)
-    with pytest.raises(ProviderHTTPError):
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert len(requests) == 1
-    assert sleeps == []
-
-
-def test_400_is_not_retried_and_its_echoed_key_is_redacted() -> None:
-    provider, requests, _ = mock_provider(
-        httpx.Response(400, text=f'{{"error": "bad request, key={KEY}"}}')
-    )
-    with pytest.raises(ProviderHTTPError) as caught:
-        provider.complete([ChatMessage.user("Hi")], options=options())
-    assert len(requests) == 1
-    assert KEY not in str(caught.value)
-    assert KEY not in caught.value.body
-
-
-def test_the_key_travels_only_in_its_header() -> None:
-    provider, requests, _ = mock_provider(httpx.Response(200, json=REFERENCE_C))
-    provider.complete([ChatMessage.user("Hi")], options=options())
-    (request,) = requests
-    assert KEY not in str(request.url)
-    assert "key=" not in str(request.url)
-    assert KEY.encode() not in request.content
-    assert [name for name, value in request.headers.items() if value == KEY] == ["x-goog-api-key"]
-    assert KEY not in repr(provider)
 
 
 # Property: any well-formed history becomes a body the API accepts -----------------------

@@ -27,7 +27,7 @@ from .wire_ollama import validate_ollama_request
 ID_WEATHER = "call_k3v9x2ab"
 ID_TIME = "call_p7q1m4zt"
 
-# wire-formats.md 4.3 (a), (b), (c), verbatim.
+# Worked examples of /api/chat: (a) a request, (b) a calls reply, (c) a text reply.
 REFERENCE_REQUEST = json.loads(r"""
 {
   "model": "qwen3",
@@ -291,6 +291,25 @@ def test_sampling_goes_under_options_and_extra_at_top_level() -> None:
     assert body["think"] is True
     assert body["keep_alive"] == "5m"
     assert "temperature" not in body
+
+
+def test_temperature_follows_the_models_sampling_parameters() -> None:
+    body = build([ChatMessage.user("hi")], temperature=0.3, sampling_parameters=())
+    assert "options" not in body
+
+
+def test_an_error_result_has_no_flag_on_the_ollama_wire() -> None:
+    history = [
+        ChatMessage.user("time?"),
+        ChatMessage.assistant_tool_calls([ToolCall("call_t", "get_time")]),
+        ChatMessage.tool_result("call_t", "ConnectionError: down", is_error=True),
+    ]
+    assert build(history)["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_t",
+        "tool_name": "get_time",
+        "content": "ConnectionError: down",
+    }
 
 
 def test_raw_arguments_are_sent_as_an_empty_object() -> None:

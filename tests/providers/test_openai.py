@@ -39,7 +39,7 @@ WEATHER = ToolSpec(
 TIME = ToolSpec("get_time", "Get the current local time", {"type": "object", "properties": {}})
 TOOLS = (WEATHER, TIME)
 
-# wire-formats.md 1.4 (a), (b), (c), verbatim.
+# Worked examples of Chat Completions: (a) a request, (b) a calls reply, (c) a text reply.
 REFERENCE_REQUEST = json.loads(r"""
 {
   "model": "gpt-4o-mini",
@@ -655,6 +655,37 @@ def test_null_content_is_empty_text() -> None:
     assert parsed.tool_calls is None
     assert parsed.finish_reason == "stop"
     assert parsed.usage == Usage()
+
+
+def test_a_refusal_is_kept_as_the_content() -> None:
+    message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    parsed = provider().parse_response(completion(message, finish_reason="stop"))
+    assert parsed.content == "I can't help with that."
+
+
+@pytest.mark.parametrize("preset", ["openai_compatible", "mistral"])
+def test_a_refusal_part_is_kept_by_compatible_servers_too(preset: str) -> None:
+    parts = [{"type": "refusal", "refusal": "No."}]
+    parsed = provider(preset).parse_response(completion({"role": "assistant", "content": parts}))
+    assert parsed.content == "No."
+
+
+def test_text_wins_over_a_null_refusal() -> None:
+    message = {"role": "assistant", "content": "Hello", "refusal": None}
+    assert provider().parse_response(completion(message)).content == "Hello"
+
+
+def test_an_error_result_has_no_flag_on_the_openai_wire() -> None:
+    history = reference_history()[:4]
+    history.append(ChatMessage.tool_result(ID_TIME, "ConnectionError: down", is_error=True))
+    last = build(history)["messages"][-1]
+    assert last == {"role": "tool", "tool_call_id": ID_TIME, "content": "ConnectionError: down"}
+
+
+def test_temperature_follows_the_models_sampling_parameters() -> None:
+    assert build([ChatMessage.user("hi")], temperature=0.4)["temperature"] == 0.4
+    body = build([ChatMessage.user("hi")], temperature=0.4, sampling_parameters=frozenset())
+    assert "temperature" not in body
 
 
 def _calls_message(*calls: dict) -> dict:

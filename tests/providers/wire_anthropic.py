@@ -2,7 +2,7 @@
 
 ``validate_anthropic_request(body)`` returns one readable line per broken rule
 (an empty list means the body is fine). The rules are those of
-``wire-formats.md`` section 2.3 plus the required fields of section 2.1; each
+the API's HTTP 400 messages plus the required request fields; each
 line says which message/block it is about. Use it on every body a test builds.
 """
 

@@ -1,8 +1,8 @@
 """A checker for Gemini generateContent request bodies, written from the HTTP 400 table.
 
 ``validate_gemini_request(body)`` returns one readable line per broken rule (an
-empty list means the body is fine). The rules are those of ``wire-formats.md``
-section 3.3 plus the request shape of section 3.1, and two schema rules known
+empty list means the body is fine). The rules are the API's HTTP 400 causes
+plus the request shape of generateContent, and two schema rules known
 from API errors (string ``format`` only ``enum``/``date-time``; ``required``
 names must be properties). Use it on every body a test builds.
 """
@@ -175,6 +175,8 @@ def _check_part(where: str, role: str, part: Any) -> list[str]:
                 or not call["name"]
             ):
                 errors.append(f"{where}.functionCall: name required")
+            elif not FUNCTION_NAME_PATTERN.match(call["name"]):
+                errors.append(f"{where}.functionCall.name: {call['name']!r} is invalid")
             elif "args" in call and not isinstance(call["args"], Mapping):
                 errors.append(f"{where}.functionCall.args: must be an object, got {call['args']!r}")
         case "functionResponse":
@@ -187,6 +189,8 @@ def _check_part(where: str, role: str, part: Any) -> list[str]:
                 or not response["name"]
             ):
                 errors.append(f"{where}.functionResponse: name required")
+            elif not FUNCTION_NAME_PATTERN.match(response["name"]):
+                errors.append(f"{where}.functionResponse.name: {response['name']!r} is invalid")
             elif not isinstance(response.get("response"), Mapping):
                 errors.append(f"{where}.functionResponse.response: must be an object")
     if "thoughtSignature" in part and not isinstance(part["thoughtSignature"], str):

@@ -3,7 +3,7 @@
 Ollama answers few requests with a 400; most mistakes (string arguments,
 ``stream`` left at its default, sampling keys at the top level, a result
 without its tool's name) decode badly or are silently ignored instead. So the
-validator checks what wire-formats.md section 4.1 says the server expects.
+validator checks what the server's request types expect.
 ``validate_ollama_request(body)`` returns the problems found; empty = valid.
 """
 

@@ -1,7 +1,7 @@
 """A validator for OpenAI Chat Completions request bodies, written from the 400 rules.
 
 Each rule cites where it comes from: the reference's "Constraints that cause
-HTTP 400" table (wire-formats.md section 1.3), the request schema (1.1), or
+HTTP 400" (the API's error messages), the request schema, or
 issue reports. ``validate_openai_request(body)`` returns the problems found;
 an empty list means OpenAI would accept the body as far as we know.
 """

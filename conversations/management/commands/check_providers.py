@@ -1,36 +1,32 @@
 """``manage.py check_providers [--ping]``: is every active profile usable?"""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
 
-from conversations.domain import ChatMessage
-from conversations.exceptions import ConversationsError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
 from conversations.models import Profile
-from conversations.services.providers import build_provider, completion_options
+from conversations.services.providers import check_connection
 
 
 class Command(BaseCommand):
     help = (
         "Validate every active profile (provider active, key reference resolves, model set); "
-        "with --ping, send one tiny request to each."
+        "with --ping, send one tiny request to each (one attempt, no retries)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--ping", action="store_true", help="Send one tiny request per profile."
         )
 
-    def handle(self, *args, ping=False, **options):
+    def handle(self, *args: Any, ping: bool = False, **options: Any) -> None:
         profiles = Profile.objects.filter(is_active=True).select_related("language_model__provider")
         failures = 0
         for profile in profiles.order_by("slug"):
-            try:
-                provider = build_provider(profile)
-                if ping:
-                    options_ = completion_options(profile, tools_offered=False)
-                    provider.complete([ChatMessage.user("ping")], options=options_)
-            except ConversationsError as exc:
+            check = check_connection(profile=profile, send=ping)
+            if not check.ok:
                 failures += 1
-                self.stdout.write(self.style.ERROR(f"{profile.slug}: {exc.code}: {exc.detail}"))
+                self.stdout.write(self.style.ERROR(f"{profile.slug}: {check.code}: {check.detail}"))
                 continue
             self.stdout.write(self.style.SUCCESS(f"{profile.slug}: ok"))
         if failures:

@@ -1,0 +1,101 @@
+"""How Gemini is told about tools: names it accepts, ``functionDeclarations`` and ``toolConfig``."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+from conversations.domain import ChatMessage, InvalidArgumentError, ToolSpec
+
+from .base import CompletionOptions, stable_alias
+from .gemini_schema import SchemaNotExpressible, gemini_parameters
+
+__all__ = [
+    "check_function_names",
+    "gemini_function_declarations",
+    "gemini_function_name",
+    "gemini_tool_config",
+]
+
+_FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
+
+
+def gemini_function_name(name: str) -> str:
+    """The name a tool goes by on Gemini's wire; stable, so every request agrees.
+
+    Gemini refuses a function name that does not start with a letter or ``_``
+    ("Invalid function name"), though tool names may start with a digit or
+    ``-``. Such a name is sent as ``_`` plus :func:`stable_alias` of it (its
+    text and a hash of it); every other name is sent as it is.
+    """
+    if _FUNCTION_NAME.fullmatch(name):
+        return name
+    return "_" + stable_alias(name, pattern=_FUNCTION_NAME)
+
+
+def check_function_names(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> None:
+    """Two tool names must never share a wire name, or calls would reach the wrong tool."""
+    names = [spec.name for spec in tools]
+    names += [call.name for m in messages for call in m.tool_calls or ()]
+    originals: dict[str, str] = {}
+    for name in names:
+        alias = gemini_function_name(name)
+        if originals.setdefault(alias, name) != name:
+            raise InvalidArgumentError(
+                f"tool names {originals[alias]!r} and {name!r} map to the same Gemini "
+                f"function name {alias!r}",
+                code="tool_name_collision",
+                field="tools",
+            )
+
+
+def gemini_function_declarations(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """One ``functionDeclarations`` entry per tool.
+
+    A schema the OpenAPI subset cannot express (recursive ``$ref``) is sent
+    whole as ``parametersJsonSchema``, Gemini's full-JSON-Schema alternative.
+    """
+    declarations: list[dict[str, Any]] = []
+    for spec in tools:
+        entry: dict[str, Any] = {"name": gemini_function_name(spec.name)}
+        if spec.description:
+            entry["description"] = spec.description
+        try:
+            parameters = gemini_parameters(spec.parameters)
+        except SchemaNotExpressible:
+            entry["parametersJsonSchema"] = copy.deepcopy(dict(spec.parameters))
+        else:
+            if parameters is not None:
+                entry["parameters"] = parameters
+        declarations.append(entry)
+    return declarations
+
+
+def gemini_tool_config(
+    options: CompletionOptions, tools: Sequence[ToolSpec]
+) -> dict[str, Any] | None:
+    """``toolConfig``, or ``None`` to leave Gemini's default (AUTO).
+
+    Gemini has no switch for parallel calls; ``parallel_tool_calls`` is ignored.
+    """
+    config: dict[str, Any]
+    match options.tool_choice:
+        case None:
+            return None
+        case "auto":
+            config = {"mode": "AUTO"}
+        case "none":
+            config = {"mode": "NONE"}
+        case "required":
+            config = {"mode": "ANY"}
+        case name:
+            if name not in {spec.name for spec in tools}:
+                raise InvalidArgumentError(
+                    f"tool_choice names {name!r}, which is not among the offered tools",
+                    code="unknown_tool_choice",
+                    field="tool_choice",
+                )
+            config = {"mode": "ANY", "allowedFunctionNames": [gemini_function_name(name)]}
+    return {"functionCallingConfig": config}
