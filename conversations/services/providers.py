@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q
-
 from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError
 from conversations.models import Profile, Provider
@@ -20,7 +18,6 @@ from conversations.secrets import resolve
 __all__ = [
     "build_provider",
     "completion_options",
-    "get_default_profile",
     "provider_from_record",
 ]
 
@@ -31,15 +28,6 @@ HTTP_ADAPTERS: dict[str, type[HTTPProvider]] = {
     "ollama": OllamaProvider,
 }
 """``Provider.adapter`` -> the HTTP adapter class (``demo`` is the offline one)."""
-
-
-def get_default_profile() -> Profile | None:
-    """The profile named by ``CONVERSATIONS["DEFAULT_PROFILE"]``, else the one marked default."""
-    active = Profile.objects.select_related("language_model__provider").filter(is_active=True)
-    slug = app_settings().DEFAULT_PROFILE
-    if slug:
-        return active.filter(slug=slug).first()
-    return active.filter(Q(is_default=True)).first()
 
 
 def provider_from_record(provider: Provider, *, http_client: Any = None) -> ChatProvider:
