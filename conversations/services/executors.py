@@ -4,12 +4,12 @@
 the whole tool loop. With ``celery`` the run is started here (the user message
 is committed, the run is ``running`` and unclaimed) and its id is published
 once the transaction commits; a worker claims it (``claim_run``) and executes
-it. Delivery is at least once, the outcome exactly once: see
-``conversations.tasks`` and docs/adr/0004-runs-outside-the-request.md.
+it. Delivery is at least once, the outcome exactly once: see the app's task
+module and docs/adr/0004-runs-outside-the-request.md.
 
 The run is published by the task's name (``conversations.publishing``), so
-this module never imports Celery nor the task module, which imports the
-services.
+this module imports neither Celery nor the task module (which imports the
+services): see docs/adr/0005-services-layout.md.
 """
 
 from __future__ import annotations
