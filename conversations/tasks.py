@@ -4,6 +4,9 @@ Importing this module never requires Celery: without it the task objects are
 ``None`` (the system check ``conversations.E006`` reports an executor set to
 ``celery`` anyway), and the plain functions below stay usable.
 
+The executor publishes runs by the task's name (``conversations.publishing``),
+which is the name the task is registered under here.
+
 Delivery is at least once (tasks are acknowledged late, so a message whose
 worker died is delivered again); the outcome is exactly once, because
 :func:`execute_queued_run` only ever executes a run it managed to claim:
@@ -22,8 +25,9 @@ from typing import Any
 
 from conversations.exceptions import ConversationsError, RunAlreadyClaimed
 from conversations.models import Run
-from conversations.services.recovery import recover_runs
-from conversations.services.tool_loop import execute_run
+from conversations.publishing import EXECUTE_RUN_TASK, RECOVER_RUNS_TASK
+from conversations.services import execute_run, recover_runs
+from conversations.services.executors import requeue_runs, uses_workers
 
 __all__ = ["execute_queued_run", "execute_run_task", "recover_runs_task"]
 
@@ -65,8 +69,6 @@ def execute_queued_run(run_id: str) -> str:
 
 def recover_and_requeue(requeue: bool = True) -> dict[str, int]:
     """``recover_runs`` for every conversation, after requeueing lost messages (``requeue``)."""
-    from conversations.services.executors import requeue_runs, uses_workers
-
     requeued = requeue_runs() if requeue and uses_workers() else []
     interrupted = recover_runs()
     return {"requeued": len(requeued), "interrupted": len(interrupted)}
@@ -81,13 +83,11 @@ except ImportError:  # pragma: no cover - depends on the installation
     pass
 else:
     execute_run_task = shared_task(
-        name="conversations.execute_run",
+        name=EXECUTE_RUN_TASK,
         acks_late=True,
         # A worker process killed mid-task puts the message back; the claim makes
         # that harmless (see the module docstring).
         reject_on_worker_lost=True,
         ignore_result=True,
     )(execute_queued_run)
-    recover_runs_task = shared_task(name="conversations.recover_runs", ignore_result=True)(
-        recover_and_requeue
-    )
+    recover_runs_task = shared_task(name=RECOVER_RUNS_TASK, ignore_result=True)(recover_and_requeue)

@@ -1,10 +1,10 @@
 """The app's admin: the stored history read-only, the configuration records editable.
 
-``history`` registers conversations, runs, tool calls and messages (view-only,
-actions through services); ``config`` registers providers, language models,
-profiles and the tool switches.
+``history`` registers conversations and runs, ``records`` single tool calls
+and messages (view-only, actions through services); ``config`` registers
+providers, language models, profiles and the tool switches.
 """
 
-from . import config, history
+from . import config, history, records
 
-__all__ = ["config", "history"]
+__all__ = ["config", "history", "records"]

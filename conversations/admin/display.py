@@ -1,4 +1,4 @@
-"""Shared pieces of the admin: counts as subqueries, links, JSON and the transcript view."""
+"""Shared pieces of the admin: the read-only base, links, JSON and the transcript view."""
 
 from __future__ import annotations
 
@@ -9,21 +9,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.contrib import admin
+from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from conversations.models import Message, Run, ToolCall
+from conversations.selectors import count_of, last_run_status
 
 __all__ = [
+    "ReadOnlyAdmin",
     "TranscriptEntry",
     "build_transcript",
     "count_of",
     "duration_ms",
     "format_duration",
+    "last_run_status",
     "object_link",
     "pretty_json",
     "render_runs",
@@ -34,22 +37,29 @@ TRANSCRIPT_TEMPLATE = "conversations/admin/transcript.html"
 RUNS_TEMPLATE = "conversations/admin/runs.html"
 
 
-def count_of(queryset: QuerySet[Any], group_by: str) -> Coalesce:
-    """``COUNT(*)`` of ``queryset`` as a correlated subquery (0 when nothing matches).
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View-only: no add, change or delete, whatever the user's permissions.
 
-    ``queryset`` is already filtered on ``OuterRef``; ``group_by`` is the
-    column it is correlated on, so the subquery yields a single row. A
-    subquery, not a JOIN + ``Count``, so that search and filter joins on the
-    outer query cannot multiply the count.
+    Django then renders change pages without a save button and answers a POST
+    to them with 403.
     """
-    counted = queryset.order_by().values(group_by).annotate(n=Count("pk")).values("n")
-    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
 
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
-def last_run_status() -> Subquery:
-    """The status of a conversation's most recent run (``None`` without runs)."""
-    latest = Run.objects.filter(conversation=OuterRef("pk")).order_by("-started_at", "-pk")
-    return Subquery(latest.values("status")[:1])
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """May run the actions that change state through services (recover, answer).
+
+        The model's real ``change`` permission, which the read-only page itself ignores.
+        """
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
 
 def pretty_json(value: Any) -> str:

@@ -166,12 +166,13 @@ class RunEventStream:
         return Message.objects.filter(run_id=self.run_id).aggregate(p=Max("position"))["p"]
 
     def _render(self, slots: Sequence[tuple[int, str, Any]]) -> list[RunEvent] | None:
+        from conversations.selectors import runs_with_calls
+
         from .serializers import MessageSerializer, RunSerializer, ToolCallSerializer
-        from .views import _runs
 
         run_data: dict[str, Any] | None = None
         if any(kind in ("run_started", "run_finished") for _, kind, _ in slots):
-            run = _runs(Run.objects.filter(pk=self.run_id)).first()
+            run = runs_with_calls(runs=Run.objects.filter(pk=self.run_id)).first()
             if run is None:
                 return None
             run_data = RunSerializer(run).data

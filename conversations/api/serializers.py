@@ -399,7 +399,8 @@ class ImportInputSerializer(ConversationInputSerializer):
         min_length=1,
         max_length=MAX_IMPORT_MESSAGES,
         help_text="Chat Completions messages: role, content, tool_calls (arguments as "
-        "JSON text or object), tool_call_id. Every tool call must be answered.",
+        "JSON text or object), tool_call_id, and on a tool message an optional boolean "
+        "is_error (the result reports a failure). Every tool call must be answered.",
     )
 
     def validate_messages(self, value: list[Any]) -> list[Any]:

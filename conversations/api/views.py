@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Subquery, Value
-from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -18,13 +16,10 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from conversations.models import Message, Profile, Run, ToolCall
+from conversations import selectors
+from conversations.models import Run
+from conversations.services import cancel_run, create_conversation, submit_message, uses_workers
 from conversations.services import conversations as operations
-from conversations.services import create_conversation
-from conversations.services.executors import submit_message, uses_workers
-from conversations.services.providers import get_default_profile
-from conversations.services.runs import cancel_run
-from conversations.services.tools import available_tools
 
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_body, error_item, status_for_code
@@ -79,29 +74,6 @@ ERR_409_ENDED = _error("The run has already ended (`run_not_running`).")
 AUTH_ERRORS = {401: ERR_401, 403: ERR_403}
 
 
-# Querysets --------------------------------------------------------------------------------
-
-
-def _with_calls(messages: Any) -> Any:
-    """Messages with what ``MessageSerializer`` reads, in two extra queries at most."""
-    return messages.select_related("tool_call").prefetch_related(
-        Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index"))
-    )
-
-
-def _runs(queryset: Any) -> Any:
-    """Runs with what ``RunSerializer`` reads: profile, assistant messages and their calls."""
-    assistant = (
-        Message.objects.filter(role=Message.Role.ASSISTANT)
-        .only("id", "run_id", "position")
-        .order_by("position")
-        .prefetch_related(Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")))
-    )
-    return queryset.select_related("profile").prefetch_related(
-        Prefetch("messages", queryset=assistant, to_attr="assistant_messages")
-    )
-
-
 def _failure_status(run: Run) -> int | None:
     """502/503/504 for a run the provider made fail (the loop returns it, not raises)."""
     if run.status != Run.Status.FAILED:
@@ -110,33 +82,13 @@ def _failure_status(run: Run) -> int | None:
     return code if code is not None and code >= 500 else None
 
 
-def _run_messages(run: Run) -> list[Message]:
-    return list(_with_calls(Message.objects.filter(run=run)).order_by("position"))
-
-
 # Conversations ----------------------------------------------------------------------------
 
 
 class _ConversationQueries(ConversationsAPIView):
     def annotated(self) -> Any:
         """The user's conversations with message count and last run, in one query."""
-        count = (
-            Message.objects.filter(conversation=OuterRef("pk"))
-            .order_by()
-            .values("conversation")
-            .annotate(n=Count("pk"))
-            .values("n")
-        )
-        last_run = Run.objects.filter(conversation=OuterRef("pk")).order_by("-started_at", "-id")
-        return (
-            self.owned_conversations()
-            .select_related("profile")
-            .annotate(
-                message_count=Coalesce(Subquery(count, output_field=IntegerField()), Value(0)),
-                last_run_id=Subquery(last_run.values("pk")[:1]),
-                last_run_status=Subquery(last_run.values("status")[:1]),
-            )
-        )
+        return selectors.conversations_with_summary(conversations=self.owned_conversations())
 
     def show(self, conversation_id: Any, status_code: int = status.HTTP_200_OK) -> Response:
         conversation = get_object_or_404(self.annotated(), pk=conversation_id)
@@ -270,9 +222,9 @@ class ConversationMessagesView(ConversationsAPIView):
     def get(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
         query = self.query(MessageListQuerySerializer)
-        messages = _with_calls(Message.objects.filter(conversation=conversation))
-        if "after" in query:
-            messages = messages.filter(position__gt=query["after"])
+        messages = selectors.conversation_messages(
+            conversation=conversation, after=query.get("after")
+        )
         page = self.paginate_queryset(messages)
         return self.get_paginated_response(MessageSerializer(page, many=True).data)
 
@@ -324,10 +276,10 @@ class ConversationMessagesView(ConversationsAPIView):
             run = submit_message(
                 conversation=conversation, content=serializer.validated_data["content"]
             )
-        run = _runs(Run.objects.filter(pk=run.pk)).get()
+        run = selectors.runs_with_calls(runs=Run.objects.filter(pk=run.pk)).get()
         result = {
             "run": RunSerializer(run).data,
-            "messages": MessageSerializer(_run_messages(run), many=True).data,
+            "messages": MessageSerializer(selectors.run_messages(run=run), many=True).data,
         }
         failure = _failure_status(run)
         if failure is not None:
@@ -365,7 +317,8 @@ class ConversationRunsView(ConversationsAPIView):
     )
     def get(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
-        page = self.paginate_queryset(_runs(Run.objects.filter(conversation=conversation)))
+        runs = selectors.runs_with_calls(runs=Run.objects.filter(conversation=conversation))
+        page = self.paginate_queryset(runs)
         return self.get_paginated_response(RunSerializer(page, many=True).data)
 
 
@@ -379,7 +332,7 @@ class RunDetailView(ConversationsAPIView):
         tags=["runs"],
     )
     def get(self, request: Request, run_id: Any) -> Response:
-        runs = _runs(Run.objects.filter(conversation__owner=request.user))
+        runs = selectors.runs_with_calls(runs=Run.objects.filter(conversation__owner=request.user))
         return Response(RunSerializer(get_object_or_404(runs, pk=run_id)).data)
 
 
@@ -403,7 +356,7 @@ class RunCancelView(ConversationsAPIView):
     def post(self, request: Request, run_id: Any) -> Response:
         run = get_object_or_404(Run.objects.filter(conversation__owner=request.user), pk=run_id)
         cancel_run(run=run)
-        run = _runs(Run.objects.filter(pk=run.pk)).get()
+        run = selectors.runs_with_calls(runs=Run.objects.filter(pk=run.pk)).get()
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -471,7 +424,7 @@ class ToolListView(ConversationsAPIView):
         tags=["configuration"],
     )
     def get(self, request: Request) -> Response:
-        return Response(ToolSerializer(available_tools().values(), many=True).data)
+        return Response(ToolSerializer(selectors.available_tools().values(), many=True).data)
 
 
 class ProfileListView(ConversationsAPIView):
@@ -484,7 +437,7 @@ class ProfileListView(ConversationsAPIView):
         tags=["configuration"],
     )
     def get(self, request: Request) -> Response:
-        profiles = Profile.objects.filter(is_active=True).select_related("language_model__provider")
-        default = get_default_profile()
+        profiles = selectors.active_profiles()
+        default = selectors.get_default_profile()
         context = {"default_profile": default.slug if default else None}
         return Response(ProfileSerializer(profiles, many=True, context=context).data)

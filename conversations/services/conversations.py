@@ -16,11 +16,11 @@ from conversations.providers.base import HTTPProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
-from conversations.selectors import open_tool_calls
-from conversations.services import append_messages, create_conversation
-from conversations.services.providers import get_default_profile
-from conversations.services.recovery import recover_runs
-from conversations.services.tool_loop import history_for_provider, request_setup
+from conversations.selectors import get_default_profile, history_for_provider, open_tool_calls
+
+from .messages import append_messages, create_conversation
+from .recovery import recover_runs
+from .tool_loop import request_setup
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -67,8 +67,8 @@ def import_conversation(
     """Create a conversation holding ``messages`` (OpenAI wire shape), all or nothing.
 
     Every message goes through ``ChatMessage.from_dict`` and the batch through
-    ``append_messages``' pairing rules; an imported history must also answer
-    every call it makes (``unanswered_tool_calls`` otherwise). Errors are
+    ``append_messages``' pairing rules (a tool message may carry
+    ``is_error``); an imported history must also answer every call it makes (``unanswered_tool_calls`` otherwise). Errors are
     :class:`InvalidArgumentError` whose ``field`` starts with ``messages/``.
     """
     try:
@@ -113,7 +113,12 @@ def update_conversation(*, conversation: Conversation, **changes: Any) -> Conver
 
 
 def delete_conversation(*, conversation: Conversation) -> None:
-    """Delete a conversation and its history; refused while a run is running on it."""
+    """Delete a conversation and its history; refused while a run is running on it.
+
+    Runs whose process died are recovered first, so a conversation left
+    ``running`` by a crash can be deleted. The API and the admin both delete
+    through here. Raises :class:`ConversationBusy` while a live run holds it.
+    """
     recover_runs(conversation=conversation)
     with transaction.atomic():
         if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():

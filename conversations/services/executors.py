@@ -4,8 +4,12 @@
 the whole tool loop. With ``celery`` the run is started here (the user message
 is committed, the run is ``running`` and unclaimed) and its id is published
 once the transaction commits; a worker claims it (``claim_run``) and executes
-it. Delivery is at least once, the outcome exactly once: see
-``conversations.tasks`` and docs/adr/0004-runs-outside-the-request.md.
+it. Delivery is at least once, the outcome exactly once: see the app's task
+module and docs/adr/0004-runs-outside-the-request.md.
+
+The run is published by the task's name (``conversations.publishing``), so
+this module imports neither Celery nor the task module (which imports the
+services): see docs/adr/0005-services-layout.md.
 """
 
 from __future__ import annotations
@@ -20,13 +24,11 @@ from django.utils import timezone
 from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError, ExecutorUnavailable
 from conversations.models import Conversation, Run
-from conversations.services.providers import build_provider, get_default_profile
-from conversations.services.tool_loop import (
-    end_unclaimed_run,
-    execute_run,
-    run_tool_loop,
-    start_run,
-)
+from conversations.selectors import get_default_profile
+
+from .providers import build_provider
+from .runs import end_unclaimed_run, start_run
+from .tool_loop import execute_run, run_tool_loop
 
 __all__ = ["requeue_runs", "submit_message", "submit_run", "uses_workers"]
 
@@ -73,11 +75,10 @@ def submit_run(run: Run) -> None:
 
 def _publish(run: Run) -> None:
     try:
-        from conversations.tasks import execute_run_task
+        # Imported here: only the celery executor needs it.
+        from conversations.publishing import publish_run
 
-        if execute_run_task is None:
-            raise ConfigurationError("CONVERSATIONS['EXECUTOR'] is 'celery' but Celery is missing")
-        execute_run_task.delay(str(run.pk))
+        publish_run(run_id=str(run.pk))
     except Exception as exc:
         # The broker is down or Celery is not set up: end the run now rather
         # than leave it waiting for a worker that will never hear of it.

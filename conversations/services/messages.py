@@ -109,8 +109,8 @@ def append_messages(
     """Persist ``messages`` at the end of ``conversation``, all or nothing.
 
     ``details`` (same length as ``messages``, ``None`` entries allowed) fills
-    model, finish reason, usage and latency; ``provider_metadata`` comes from
-    each message. Positions are assigned under a lock on the conversation row
+    model, finish reason, usage and latency; ``provider_metadata`` and
+    ``is_error`` come from each message. Positions are assigned under a lock on the conversation row
     (taken by the ``UPDATE`` of its ``updated_at`` on PostgreSQL; SQLite's
     ``BEGIN IMMEDIATE`` serialises writers), so concurrent appends never
     collide or leave gaps. The lock is held until the caller's outermost
@@ -290,6 +290,7 @@ def _write(
             position=last_position + 1 + offset,
             role=item.role.value,
             content=item.content,
+            is_error=item.is_error,
             run=run,
             provider_metadata=dict(item.provider_metadata or {}),
             **(details.as_fields() if details is not None else {}),

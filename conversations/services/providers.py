@@ -7,8 +7,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from django.db.models import Q
-
 from conversations.conf import app_settings
 from conversations.domain import ChatMessage
 from conversations.exceptions import ConfigurationError, ConversationsError
@@ -34,7 +32,6 @@ __all__ = [
     "build_provider",
     "check_connection",
     "completion_options",
-    "get_default_profile",
     "provider_from_record",
 ]
 
@@ -51,15 +48,6 @@ HTTP_ADAPTERS: dict[str, type[HTTPProvider]] = {
 """``Provider.adapter`` -> the HTTP adapter class (``demo`` is the offline one).
 
 The one table of adapters: records, the admin and the export all look adapters up here."""
-
-
-def get_default_profile() -> Profile | None:
-    """The profile named by ``CONVERSATIONS["DEFAULT_PROFILE"]``, else the one marked default."""
-    active = Profile.objects.select_related("language_model__provider").filter(is_active=True)
-    slug = app_settings().DEFAULT_PROFILE
-    if slug:
-        return active.filter(slug=slug).first()
-    return active.filter(Q(is_default=True)).first()
 
 
 def provider_from_record(provider: Provider, *, http_client: Any = None) -> ChatProvider:

@@ -3,8 +3,9 @@
 A run refreshes ``heartbeat_at`` as it works. One whose heartbeat is older
 than ``CONVERSATIONS["RUN_LEASE_SECONDS"]`` is taken for dead: it becomes
 ``interrupted`` and each of its calls still ``pending`` or ``running`` is
-answered with the interrupted result and marked ``interrupted``. Such calls
-are never executed again: they may already have had side effects.
+answered with the interrupted result (see ``tool_calls.answer_open_calls``)
+and marked ``interrupted``. Such calls are never executed again: they may
+already have had side effects.
 """
 
 from __future__ import annotations
@@ -17,59 +18,13 @@ from django.utils import timezone
 
 from conversations import signals
 from conversations.conf import app_settings
-from conversations.domain import ChatMessage
 from conversations.models import Conversation, Run, ToolCall
-from conversations.services.messages import append_messages
 
-__all__ = ["ANSWER_TEXTS", "answer_open_calls", "recover_runs"]
+from .tool_calls import answer_open_calls
+
+__all__ = ["recover_runs"]
 
 logger = logging.getLogger("conversations.recovery")
-
-ANSWER_TEXTS = {
-    ToolCall.Status.INTERRUPTED: 'Error: tool "{name}" was interrupted and did not complete.',
-    ToolCall.Status.CANCELLED: 'Error: tool "{name}" was cancelled and did not complete.',
-}
-
-
-def answer_open_calls(
-    *, conversation: Conversation, status: str, run: Run | None = None
-) -> list[ToolCall]:
-    """Answer every unanswered call of ``conversation`` and mark it ``status``.
-
-    ``status`` is ``interrupted`` or ``cancelled``; the answer says so in
-    words the model understands. Returns the calls answered.
-    """
-    text = ANSWER_TEXTS[status]
-    with transaction.atomic():
-        # Lock the conversation first, in the same order as append_messages,
-        # so two writers never wait on each other's locks (no deadlock).
-        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk"))
-        open_calls = list(
-            ToolCall.objects.filter(conversation=conversation, results__isnull=True).order_by(
-                "message__position", "index"
-            )
-        )
-        if not open_calls:
-            return []
-        now = timezone.now()
-        append_messages(
-            conversation=conversation,
-            messages=[
-                ChatMessage.tool_result(c.call_id, text.format(name=c.name)) for c in open_calls
-            ],
-            run=run,
-        )
-        for call in open_calls:
-            call.status = status
-            call.finished_at = now
-        ToolCall.objects.bulk_update(open_calls, ["status", "finished_at"])
-    logger.info(
-        "answered %d open call(s) of conversation %s as %s",
-        len(open_calls),
-        conversation.pk,
-        status,
-    )
-    return open_calls
 
 
 def recover_runs(

@@ -1,13 +1,164 @@
-"""Cancelling a run: a flag the tool loop reads at its step boundaries."""
+"""The run lifecycle: start, claim, heartbeat, cancel and finish a run.
+
+A run is ``running`` from :func:`start_run` until exactly one of
+:func:`finish_run` (the loop, a cancellation of a queued run) or recovery
+ends it. Whoever ends it answers the calls still open first, so the stored
+history stays one every provider accepts.
+"""
 
 from __future__ import annotations
 
-from conversations.exceptions import RunNotRunning
-from conversations.models import Run
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
 
-from .tool_loop import end_unclaimed_run
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-__all__ = ["cancel_run"]
+from conversations import signals
+from conversations.conf import app_settings
+from conversations.domain import ChatMessage
+from conversations.exceptions import (
+    ConfigurationError,
+    ConversationBusy,
+    ConversationsError,
+    RunCancelled,
+    RunNotRunning,
+)
+from conversations.models import Conversation, Profile, Run
+from conversations.models import ToolCall as ToolCallRow
+from conversations.providers.base import ChatProvider
+from conversations.selectors import get_default_profile
+
+from .messages import append_messages
+from .recovery import recover_runs
+from .tool_calls import answer_open_calls
+
+__all__ = [
+    "CANCEL_CHECK_INTERVAL",
+    "CancelWatch",
+    "Heartbeat",
+    "cancel_run",
+    "claim_run",
+    "end_unclaimed_run",
+    "finish_run",
+    "finish_run_after_error",
+    "resolve_profile",
+    "start_run",
+    "worker_name",
+]
+
+logger = logging.getLogger("conversations.tool_loop")
+
+CANCEL_CHECK_INTERVAL = 0.5
+"""Seconds between cancellation checks while tools run (keeps queries per round flat)."""
+
+
+def resolve_profile(
+    *, conversation: Conversation, profile: Profile | None, provider: ChatProvider | None
+) -> Profile | None:
+    """The profile a run uses: the one given, the conversation's, else the default one.
+
+    Raises :class:`ConfigurationError` when there is none and no provider is given.
+    """
+    profile = profile or conversation.profile or get_default_profile()
+    if profile is None and provider is None:
+        raise ConfigurationError(
+            "no profile: give the conversation a profile, mark one as default, or pass a provider"
+        )
+    return profile
+
+
+def start_run(
+    *,
+    conversation: Conversation,
+    content: str | None = None,
+    profile: Profile | None = None,
+    provider: ChatProvider | None = None,
+    max_iterations: int | None = None,
+) -> Run:
+    """Create a ``running`` run and persist the user message (if any), each committed.
+
+    First recovers stale runs of this conversation; once the new run holds the
+    conversation (one running run at most, a database rule), calls left open
+    by an earlier run are answered as interrupted, so a crashed turn never
+    blocks the next one. Raises :class:`ConversationBusy` when another run is
+    running.
+    """
+    recover_runs(conversation=conversation)
+    profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
+    cap = max_iterations or (profile.max_iterations if profile else app_settings().MAX_ITERATIONS)
+    if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
+        raise ConversationBusy("another run is already running on this conversation")
+    model_name = profile.language_model.model_id if profile else ""
+    provider_name = (
+        profile.language_model.provider.slug
+        if profile
+        else getattr(provider, "provider_name", type(provider).__name__)
+    )
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                conversation=conversation,
+                profile=profile,
+                status=Run.Status.RUNNING,
+                max_iterations=cap,
+                provider=provider_name,
+                model=model_name,
+            )
+    except IntegrityError:
+        # The partial unique index on running runs: another request won the race.
+        raise ConversationBusy("another run is already running on this conversation") from None
+    try:
+        # Only now, holding the conversation, can open calls be taken for leftovers.
+        answer_open_calls(conversation=conversation, status=ToolCallRow.Status.INTERRUPTED)
+        if content is not None:
+            append_messages(
+                conversation=conversation, messages=[ChatMessage.user(content)], run=run
+            )
+    except BaseException as exc:
+        finish_run_after_error(run=run, exc=exc)
+        raise
+    return run
+
+
+def claim_run(*, run: Run) -> bool:
+    """Take a ``running``, unclaimed run for this process (compare-and-set); ``True`` if taken.
+
+    One ``UPDATE ... WHERE status = 'running' AND claimed_at IS NULL``: of any
+    number of processes handed the same run (a redelivered task, a requeue,
+    a cancellation ending a queued run) exactly one wins. The heartbeat is
+    refreshed in the same statement, so a run that waited in a queue longer
+    than the lease is not taken for dead the moment it starts.
+    """
+    now = timezone.now()
+    taken = Run.objects.filter(
+        pk=run.pk, status=Run.Status.RUNNING, claimed_at__isnull=True
+    ).update(claimed_at=now, worker=worker_name(), heartbeat_at=now)
+    if taken:
+        run.claimed_at = run.heartbeat_at = now
+        run.worker = worker_name()
+    return bool(taken)
+
+
+def end_unclaimed_run(*, run: Run, status: str, error_code: str, error_message: str = "") -> bool:
+    """End a run that no process has claimed yet (it waits in a queue); ``True`` if ended.
+
+    Used for a queued run that is cancelled, or that could not be enqueued.
+    Claims it first, so a worker receiving it afterwards finds it ended.
+    """
+    if not claim_run(run=run):
+        return False
+    finish_run(run=run, status=status, error_code=error_code, error_message=error_message)
+    return True
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process, recorded on the runs it claims."""
+    return f"{socket.gethostname()}:{os.getpid()}"[:200]
 
 
 def cancel_run(*, run: Run) -> Run:
@@ -29,3 +180,108 @@ def cancel_run(*, run: Run) -> Run:
     end_unclaimed_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
     run.refresh_from_db()
     return run
+
+
+def finish_run(
+    *,
+    run: Run,
+    status: str,
+    final_content: str = "",
+    error_code: str = "",
+    error_message: str = "",
+) -> Run:
+    """End the run; calls still open are answered so the history stays valid."""
+    open_status = (
+        ToolCallRow.Status.CANCELLED
+        if status == Run.Status.CANCELLED
+        else ToolCallRow.Status.INTERRUPTED
+    )
+    with transaction.atomic():
+        answer_open_calls(conversation=run.conversation, status=open_status, run=run)
+        run.status = status
+        run.finished_at = timezone.now()
+        run.final_content = final_content
+        run.error_code = error_code
+        run.error_message = error_message[:2000]
+        run.save(
+            update_fields=["status", "finished_at", "final_content", "error_code", "error_message"]
+        )
+    signals.run_finished.send(sender=Run, run=run)
+    return run
+
+
+def finish_run_after_error(*, run: Run, exc: BaseException) -> None:
+    """End the run ``failed`` after an unexpected error, never masking that error."""
+    code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
+    detail = exc.detail if isinstance(exc, ConversationsError) else type(exc).__name__
+    try:
+        finish_run(run=run, status=Run.Status.FAILED, error_code=code, error_message=detail)
+    except Exception:
+        # The database may be what failed; recovery will end the run later.
+        logger.exception("run %s: could not record the failure", run.pk)
+
+
+class Heartbeat:
+    """Refreshes the run's heartbeat from a background thread while the loop works.
+
+    Between steps the loop refreshes it itself; this thread covers long
+    provider calls and long tools, so recovery never takes a live run for a
+    dead one. It beats every ``interval`` seconds (a third of the lease) and
+    uses its own database connection.
+    """
+
+    def __init__(self, run_id: uuid.UUID, *, interval: float) -> None:
+        self.run_id = run_id
+        self.interval = max(interval, 0.05)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Heartbeat:
+        self._thread = threading.Thread(
+            target=self._beat, name=f"heartbeat-{self.run_id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _beat(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.wait(self.interval):
+                Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(
+                    heartbeat_at=timezone.now()
+                )
+        finally:
+            connection.close()
+
+
+class CancelWatch:
+    """Checks ``Run.cancel_requested``: before every model call, and between tools
+    at most every CANCEL_CHECK_INTERVAL seconds (quick tools do not each pay a query).
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.seen = False
+        self._last: float | None = None
+
+    def cancelled(self) -> bool:
+        """Whether a cancellation was requested (asks the database at most every interval)."""
+        if self.seen:
+            return True
+        now = time.monotonic()
+        if self._last is None or now - self._last >= CANCEL_CHECK_INTERVAL:
+            self._last = now
+            self.seen = Run.objects.filter(pk=self.run.pk, cancel_requested=True).exists()
+        return self.seen
+
+    def raise_if_cancelled(self) -> None:
+        """At a round boundary: always ask the database (the round is about to cost more)."""
+        self._last = None
+        if self.cancelled():
+            raise RunCancelled("the run was cancelled")

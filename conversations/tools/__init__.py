@@ -7,6 +7,7 @@ See ``docs/tools.md``.
 
 from .base import Tool
 from .context import ToolContext
+from .errors import ToolError
 from .execution import (
     DEFAULT_MAX_RESULT_BYTES,
     TRUNCATION_MARKER,
@@ -24,6 +25,7 @@ __all__ = [
     "TRUNCATION_MARKER",
     "Tool",
     "ToolContext",
+    "ToolError",
     "ToolRegistry",
     "autodiscover",
     "call_tool",

@@ -1,8 +1,9 @@
 """Checking a model's arguments, calling a tool, and turning what it returns into text.
 
 The tool loop owns error handling: nothing here catches what a tool raises,
-because only the loop knows what the model may be told (never the exception
-text) and what is logged and stored for admins. The intended sequence::
+because only the loop knows what the model may be told (the message of a
+``ToolError``, never the text of another exception) and what is logged and
+stored for admins. The intended sequence::
 
     violations = validate_arguments(tool, call.arguments)   # explain these to the model
     if not violations:

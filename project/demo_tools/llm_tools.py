@@ -2,6 +2,8 @@
 
 Imported by ``conversations.tools.autodiscover()`` because this app is installed;
 that import is all it takes for the ``@tool`` functions below to be offered.
+A mistake in the request (division by zero, an unknown time zone or city)
+raises :class:`~conversations.tools.ToolError`, whose message the model reads.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, available_timezones
 
-from conversations.tools import tool
+from conversations.tools import ToolError, tool
 
 from .calculator import evaluate
 
@@ -35,11 +37,11 @@ def _zone(name: str) -> tzinfo:
         return ZoneInfo(key)
     if name.strip().upper() == "UTC":
         return UTC  # even on a system without a time zone database
-    raise ValueError(f"unknown time zone {name!r}; use an IANA name such as Europe/Berlin")
+    raise ToolError(f"unknown time zone {name!r}; use an IANA name such as Europe/Berlin")
 
 
 def describe_time(moment: datetime, timezone: str) -> dict[str, str]:
-    """``moment`` (timezone-aware) as seen in ``timezone``; :class:`ValueError` if unknown."""
+    """``moment`` (timezone-aware) as seen in ``timezone``; :class:`ToolError` if unknown."""
     zone = _zone(timezone)
     local = moment.astimezone(zone)
     offset = local.strftime("%z")
@@ -72,7 +74,11 @@ def calculate(
 
     Use it for any arithmetic instead of computing in your head.
     """
-    return evaluate(expression)
+    try:
+        return evaluate(expression)
+    except ValueError as exc:
+        # The calculator's messages are written for the reader ("division by zero").
+        raise ToolError(str(exc)) from None
 
 
 @functools.cache
@@ -90,10 +96,6 @@ def get_weather(city: Annotated[str, "City name"]) -> dict[str, Any]:
     for name, observation in data.items():
         if name.casefold() == wanted:
             return {"city": name, **observation}
-    # Not an exception: an unknown city is an answer the model can act on
-    # (ask the user, pick a known city), and the loop hides exception texts.
+    # The model can act on this (ask the user, pick a known city).
     known = ", ".join(sorted(data))
-    return {
-        "error": f'No weather data for "{city}". Known cities: {known}.',
-        "known_cities": sorted(data),
-    }
+    raise ToolError(f'no weather data for "{city}"; known cities: {known}')

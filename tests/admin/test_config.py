@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conversations.models import LanguageModel, Profile, Provider, ToolSetting
-from conversations.services.tools import available_tools, disabled_tool_names
+from conversations.selectors import available_tools, disabled_tool_names
 from conversations.tools import registry
 
 from .conftest import KEY_VARIABLE, SECRET, admin_url

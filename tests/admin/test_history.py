@@ -346,8 +346,9 @@ def test_superuser_deletes_a_whole_conversation(admin_client, history):
     assert Conversation.objects.filter(pk=history.open_conversation.pk).exists()
 
 
-def test_conversation_with_a_live_run_cannot_be_deleted(admin_client, history):
-    busy = history.stale_run.conversation
+def test_conversation_with_a_live_run_cannot_be_deleted(admin_client, history, owner, profile):
+    busy = create_conversation(owner=owner, title="Live", profile=profile)
+    add_run(busy, profile, Run.Status.RUNNING)  # a fresh heartbeat: its process is alive
     assert admin_client.get(admin_url(busy, "delete")).status_code == 403
     response = admin_client.post(
         admin_url(Conversation, "changelist"),
@@ -363,6 +364,69 @@ def test_conversation_with_a_live_run_cannot_be_deleted(admin_client, history):
     assert "Successfully deleted 1 conversation." in page
     assert Conversation.objects.filter(pk=busy.pk).exists()
     assert not Conversation.objects.filter(pk=history.open_conversation.pk).exists()
+
+
+def test_admin_delete_recovers_a_dead_run_like_the_api(admin_client, history):
+    # The run's heartbeat expired long ago: delete_conversation recovers it
+    # first, so the admin can delete, exactly as DELETE on the API can.
+    dead = history.stale_run.conversation
+    url = admin_url(dead, "delete")
+    assert admin_client.get(url).status_code == 200
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    assert not Conversation.objects.filter(pk=dead.pk).exists()
+    assert not Run.objects.filter(pk=history.stale_run.pk).exists()
+
+
+def test_admin_bulk_delete_goes_through_the_service(admin_client, history, owner, profile):
+    dead = history.stale_run.conversation
+    response = admin_client.post(
+        admin_url(Conversation, "changelist"),
+        {"action": "delete_selected", "_selected_action": [dead.pk], "post": "yes"},
+        follow=True,
+    )
+    assert "Successfully deleted 1 conversation." in html(response)
+    assert not Conversation.objects.filter(pk=dead.pk).exists()
+
+
+def test_a_run_started_after_confirmation_stops_the_delete(admin_client, owner, profile):
+    from django.contrib import admin as django_admin
+    from django.test import RequestFactory
+
+    from conversations.admin.history import ConversationAdmin
+
+    conversation = create_conversation(owner=owner, title="Raced", profile=profile)
+    add_run(conversation, profile, Run.Status.RUNNING)
+    model_admin = ConversationAdmin(Conversation, django_admin.site)
+    request = RequestFactory().post("/")
+    from django.core.exceptions import PermissionDenied
+
+    with pytest.raises(PermissionDenied):
+        model_admin.delete_model(request, conversation)
+    assert Conversation.objects.filter(pk=conversation.pk).exists()
+
+
+def test_the_transcript_marks_error_results(admin_client, owner):
+    conversation = create_conversation(owner=owner, title="Errors")
+    append_messages(
+        conversation=conversation,
+        messages=[
+            ChatMessage.user("1/0 and 2/1?"),
+            ChatMessage.assistant_tool_calls(
+                [Call("c_bad", "calculate", {"expression": "1/0"}), Call("c_ok", "calculate")]
+            ),
+            ChatMessage.tool_result(
+                "c_bad", 'Error: tool "calculate" failed: division by zero', is_error=True
+            ),
+            ChatMessage.tool_result("c_ok", "2"),
+        ],
+    )
+    page = html(admin_client.get(admin_url(conversation)))
+    bad = call_row(page, ToolCall.objects.get(call_id="c_bad"))
+    good = call_row(page, ToolCall.objects.get(call_id="c_ok"))
+    assert 'class="llm-error-flag"' in bad and ">error</span>" in bad
+    assert "llm-error-flag" not in good
+    message = Message.objects.get(tool_call__call_id="c_bad")
+    assert "True" in html(admin_client.get(admin_url(message)))  # the field on its own page
 
 
 def test_staff_without_superuser_cannot_delete_conversations(client, django_user_model, history):

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from conversations.domain import Usage
 from conversations.models import Conversation, LanguageModel, Profile, Provider, Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
-from conversations.services.tool_loop import run_tool_loop
+from conversations.services import run_tool_loop
 
 SYSTEM_PROMPT = "You are terse."
 

@@ -21,11 +21,11 @@ from conversations.api.events import STRIDE, RunEventStream
 from conversations.domain import ToolCall
 from conversations.models import Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
-from conversations.services.runs import cancel_run
-from conversations.services.tool_loop import (
+from conversations.services import execute_run
+from conversations.services.runs import (
     CANCEL_CHECK_INTERVAL,
+    cancel_run,
     claim_run,
-    execute_run,
     start_run,
 )
 from conversations.tools import ToolContext, registry, tool

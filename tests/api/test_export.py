@@ -11,9 +11,8 @@ from conversations.providers.anthropic import AnthropicProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
+from conversations.selectors import available_tools, history_for_provider
 from conversations.services.providers import completion_options
-from conversations.services.tool_loop import history_for_provider
-from conversations.services.tools import available_tools
 
 from .conftest import SYSTEM_PROMPT
 

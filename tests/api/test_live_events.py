@@ -20,7 +20,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from conversations.models import Conversation, LanguageModel, Profile, Provider, Run
-from conversations.services.tool_loop import claim_run, start_run
+from conversations.services import claim_run, start_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

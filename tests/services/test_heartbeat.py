@@ -9,8 +9,7 @@ from django.utils import timezone
 
 from conversations.models import Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
-from conversations.services.recovery import recover_runs
-from conversations.services.tool_loop import run_tool_loop
+from conversations.services import recover_runs, run_tool_loop
 from conversations.tools import ToolContext, registry, tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

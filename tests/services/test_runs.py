@@ -15,13 +15,12 @@ from conversations.models import LanguageModel, Profile, Provider, Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
+from conversations.services import execute_run, run_tool_loop
 from conversations.services.executors import submit_run
-from conversations.services.runs import cancel_run
-from conversations.services.tool_loop import (
+from conversations.services.runs import (
     CANCEL_CHECK_INTERVAL,
+    cancel_run,
     claim_run,
-    execute_run,
-    run_tool_loop,
     start_run,
     worker_name,
 )
@@ -210,6 +209,8 @@ def test_cancelled_between_tools_answers_the_rest_as_cancelled(conversation, too
     assert calls[1].started_at is not None and calls[2].started_at is None
     history = get_history(conversation=conversation)
     assert [m.role for m in history] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.TOOL]
-    assert history[3] == ChatMessage.tool_result(calls[1].call_id, CANCELLED.format("note"))
+    assert history[3] == ChatMessage.tool_result(
+        calls[1].call_id, CANCELLED.format("note"), is_error=True
+    )
     assert len(provider.requests) == 1
     assert_every_adapter_accepts(history)

@@ -18,8 +18,8 @@ from conversations.models import LanguageModel, Profile, Provider, Run, ToolSett
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
+from conversations.services import run_tool_loop
 from conversations.services.messages import append_messages, create_conversation
-from conversations.services.tool_loop import run_tool_loop
 from conversations.tools import registry, tool
 
 pytestmark = pytest.mark.django_db
@@ -216,7 +216,7 @@ def test_calls_in_the_final_synthesis_are_answered(conversation, tools, calls_ma
     assert run.status == Run.Status.MAX_ITERATIONS
     assert calls_made == [("now",)]
     assert tool_results(conversation)[-1] == ChatMessage.tool_result(
-        "c2", 'Error: tool "now" not permitted'
+        "c2", 'Error: tool "now" not permitted', is_error=True
     )
 
 
@@ -319,7 +319,7 @@ def test_crashed_run_is_recovered_without_reexecuting(conversation, tools, calls
     assert calls_made == []  # never executed again
     history = get_history(conversation=conversation)
     assert history[2] == ChatMessage.tool_result(
-        "c1", 'Error: tool "add" was interrupted and did not complete.'
+        "c1", 'Error: tool "add" was interrupted and did not complete.', is_error=True
     )
     assert run.status == Run.Status.COMPLETED
     assert provider.requests[0].messages[-1] == ChatMessage.user("again")
@@ -416,7 +416,7 @@ def test_a_configuration_error_ends_the_run_failed(conversation, tools):
     profile.language_model.provider.api_key_ref = "env:CONV_TEST_UNSET_KEY"
     profile.language_model.provider.save()
     from conversations.exceptions import ConfigurationError
-    from conversations.services.tool_loop import execute_run, start_run
+    from conversations.services import execute_run, start_run
 
     run = start_run(
         conversation=conversation, content="hi", profile=profile, provider=ScriptedProvider()

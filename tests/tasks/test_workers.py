@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 
 from conversations.models import Conversation, LanguageModel, Profile, Provider, Run, ToolCall
 from conversations.selectors import get_history
-from conversations.services.tool_loop import claim_run, start_run
+from conversations.services import claim_run, start_run
 from conversations.tasks import execute_run_task
 from tests.providers.replay import assert_every_adapter_accepts
 

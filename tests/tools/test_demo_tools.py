@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from conversations.tools import execute, registry, validate_arguments
+from conversations.tools import ToolError, execute, registry, validate_arguments
 from project.demo_tools import calculator
 from project.demo_tools.calculator import evaluate
 from project.demo_tools.llm_tools import (
@@ -144,8 +144,11 @@ def test_calculate_tool_through_the_registry() -> None:
     assert tool.func is calculate
     assert execute(tool, {"expression": "2 * (3 + 4)"}) == "14"
     assert execute(tool, {"expression": "1 / 4"}) == "0.25"
-    with pytest.raises(ValueError, match="division by zero"):
+    # A mistake in the expression is a ToolError: its text is meant for the model.
+    with pytest.raises(ToolError, match="division by zero"):
         execute(tool, {"expression": "1/0"})
+    with pytest.raises(ToolError, match="names are not allowed"):
+        execute(tool, {"expression": "x + 1"})
     assert validate_arguments(tool, {}) == ["$: 'expression' is a required property"]
 
 
@@ -175,13 +178,13 @@ def test_weather_city_with_a_space_and_non_ascii() -> None:
     assert get_weather("ZÜRICH")["city"] == "Zürich"
 
 
-def test_unknown_city_is_an_answer_not_an_exception() -> None:
-    result = get_weather("Atlantis")
-    assert set(result) == {"error", "known_cities"}
-    assert result["error"].startswith('No weather data for "Atlantis". Known cities: Berlin, ')
+def test_unknown_city_is_a_tool_error_naming_the_known_cities() -> None:
+    with pytest.raises(ToolError) as info:
+        get_weather("Atlantis")
+    message = info.value.message
+    assert message.startswith('no weather data for "Atlantis"; known cities: Berlin, ')
     for city in weather_data():
-        assert city in result["error"]
-    assert result["known_cities"] == sorted(weather_data())
+        assert city in message
 
 
 def test_weather_tool_through_the_registry() -> None:
@@ -214,7 +217,7 @@ def test_time_zone_names_are_case_insensitive() -> None:
 
 @pytest.mark.parametrize("zone", ["Mars/Olympus_Mons", "", "../../etc/passwd", "/etc/localtime"])
 def test_unknown_time_zone_raises(zone: str) -> None:
-    with pytest.raises(ValueError, match="unknown time zone"):
+    with pytest.raises(ToolError, match="unknown time zone"):
         describe_time(SUMMER, zone)
 
 
@@ -234,5 +237,5 @@ def test_time_tool_through_the_registry() -> None:
     }
     assert "required" not in tool.parameters
     assert json.loads(execute(tool, {"timezone": "Asia/Tokyo"}))["utc_offset"] == "+09:00"
-    with pytest.raises(ValueError, match="unknown time zone"):
+    with pytest.raises(ToolError, match="unknown time zone"):
         execute(tool, {"timezone": "Nowhere"})

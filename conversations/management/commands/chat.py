@@ -7,8 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from conversations.exceptions import ConversationsError
 from conversations.models import Profile, Run
-from conversations.services.messages import create_conversation
-from conversations.services.tool_loop import run_tool_loop
+from conversations.services import create_conversation, run_tool_loop
 
 
 class Command(BaseCommand):

@@ -1,15 +1,4 @@
-"""The app's tables: configuration records and the conversation transcript.
-
-Models hold shape and constraints, not behaviour. Every rule the database can
-check on one row is a named ``CheckConstraint``/``UniqueConstraint`` here (both
-SQLite and PostgreSQL enforce them); the rules that need other rows are
-triggers installed by migration ``0002_triggers``. ``docs/data-model.md`` lists
-each of the ten conversation rules and what enforces it on each database.
-
-Once inserted, a message's conversation, position, role and tool call, and a
-call's message and conversation, never change (a trigger refuses it): the
-cross-row rules are checked on insert and stay true that way.
-"""
+"""The transcript: conversations, their messages and tool calls, and the runs that wrote them."""
 
 from __future__ import annotations
 
@@ -18,263 +7,14 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.db.models.lookups import Exact
 from django.utils import timezone
 
 from conversations import domain
 
-__all__ = [
-    "Conversation",
-    "JSONTypeOf",
-    "LanguageModel",
-    "Message",
-    "Profile",
-    "Provider",
-    "Run",
-    "RunStatus",
-    "ToolCall",
-    "ToolCallStatus",
-    "ToolSetting",
-]
+from .config import Profile
+from .constraints import USAGE_FIELDS, is_json, non_negative, not_empty
 
-
-class JSONTypeOf(models.Func):
-    """The JSON type name of a JSON column: ``object``, ``array``, ``string``, ...
-
-    PostgreSQL spells it ``jsonb_typeof``, SQLite ``json_type``; both answer
-    ``object`` and ``array`` alike, which is all the constraints compare with.
-    On SQLite text that is not JSON at all yields ``invalid`` instead of an
-    error, so the constraint fails cleanly (Django's own ``JSON_VALID`` check
-    reports it too).
-    """
-
-    function = "JSON_TYPE"
-    arity = 1
-    output_field = models.CharField()
-
-    def as_postgresql(self, compiler, connection, **extra_context):
-        return self.as_sql(compiler, connection, function="JSONB_TYPEOF", **extra_context)
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        sql, params = compiler.compile(self.get_source_expressions()[0])
-        return (
-            f"CASE WHEN JSON_VALID({sql}) THEN JSON_TYPE({sql}) ELSE 'invalid' END",
-            (*params, *params),
-        )
-
-
-def _is_json(field: str, json_type: str) -> Exact:
-    return Exact(JSONTypeOf(field), json_type)
-
-
-def _not_empty(*fields: str) -> Q:
-    condition = Q()
-    for field in fields:
-        condition &= ~Q(**{field: ""})
-    return condition
-
-
-def _non_negative(*fields: str) -> Q:
-    # NULL passes a CHECK, so nullable counters need no IS NULL branch.
-    condition = Q()
-    for field in fields:
-        condition &= Q(**{f"{field}__gte": 0})
-    return condition
-
-
-_USAGE_FIELDS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_prompt_tokens",
-    "reasoning_tokens",
-)
-
-
-# Configuration records -------------------------------------------------------
-
-
-class Provider(models.Model):
-    """A configured model provider: which adapter, where, and a reference to its key."""
-
-    class Adapter(models.TextChoices):
-        OPENAI = "openai", "OpenAI"
-        AZURE_OPENAI = "azure_openai", "Azure OpenAI"
-        MISTRAL = "mistral", "Mistral"
-        GROQ = "groq", "Groq"
-        OPENROUTER = "openrouter", "OpenRouter"
-        TOGETHER = "together", "Together AI"
-        FIREWORKS = "fireworks", "Fireworks AI"
-        OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible"
-        ANTHROPIC = "anthropic", "Anthropic"
-        GEMINI = "gemini", "Google Gemini"
-        OLLAMA = "ollama", "Ollama"
-        DEMO = "demo", "Demo (offline)"
-
-    slug = models.SlugField(unique=True)
-    name = models.CharField(max_length=200)
-    adapter = models.CharField(max_length=32, choices=Adapter.choices)
-    base_url = models.URLField(blank=True)
-    api_key_ref = models.CharField(
-        max_length=200,
-        blank=True,
-        help_text='A reference resolved at call time, e.g. "env:OPENAI_API_KEY"; never the key.',
-    )
-    timeout = models.FloatField(null=True, blank=True, help_text="Seconds; empty = app default.")
-    max_retries = models.PositiveSmallIntegerField(
-        null=True, blank=True, help_text="Empty = app default."
-    )
-    extra_headers = models.JSONField(default=dict, blank=True)
-    options = models.JSONField(
-        default=dict, blank=True, help_text='Adapter options, e.g. {"api_version": "..."}.'
-    )
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["slug"]
-        constraints = [
-            models.CheckConstraint(
-                condition=_is_json("extra_headers", "object"),
-                name="conversations_provider_extra_headers_object",
-            ),
-            models.CheckConstraint(
-                condition=_is_json("options", "object"),
-                name="conversations_provider_options_object",
-            ),
-            models.CheckConstraint(
-                condition=Q(timeout__gt=0), name="conversations_provider_timeout_positive"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.adapter})"
-
-
-class LanguageModel(models.Model):
-    """A model offered by a provider, with its limits and prices."""
-
-    provider = models.ForeignKey(Provider, on_delete=models.PROTECT, related_name="models")
-    model_id = models.CharField(max_length=200, help_text="The provider's name for the model.")
-    name = models.CharField(max_length=200, blank=True)
-    context_window = models.PositiveIntegerField(null=True, blank=True)
-    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    input_price_per_million = models.DecimalField(
-        max_digits=12, decimal_places=6, null=True, blank=True
-    )
-    output_price_per_million = models.DecimalField(
-        max_digits=12, decimal_places=6, null=True, blank=True
-    )
-    sampling_parameters = models.JSONField(
-        null=True,
-        blank=True,
-        help_text="The sampling parameters this model accepts, as a list of names "
-        '(e.g. ["temperature"]); empty = the adapter\'s default (see docs/providers.md). '
-        "Parameters the model does not accept are never sent.",
-    )
-    is_active = models.BooleanField(default=True)
-
-    class Meta:
-        ordering = ["provider_id", "model_id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["provider", "model_id"], name="conversations_languagemodel_unique"
-            ),
-            models.CheckConstraint(
-                condition=_not_empty("model_id"),
-                name="conversations_languagemodel_model_id_not_empty",
-            ),
-            models.CheckConstraint(
-                condition=_non_negative("input_price_per_million", "output_price_per_million"),
-                name="conversations_languagemodel_prices_non_negative",
-            ),
-            models.CheckConstraint(
-                condition=Q(sampling_parameters__isnull=True)
-                | _is_json("sampling_parameters", "array"),
-                name="conversations_languagemodel_sampling_parameters_array",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name or self.model_id
-
-
-class Profile(models.Model):
-    """A named way to talk: model, system prompt, sampling, tool policy."""
-
-    slug = models.SlugField(unique=True)
-    name = models.CharField(max_length=200)
-    language_model = models.ForeignKey(
-        LanguageModel, on_delete=models.PROTECT, related_name="profiles"
-    )
-    system_prompt = models.TextField(blank=True)
-    temperature = models.FloatField(null=True, blank=True)
-    max_tokens = models.PositiveIntegerField(null=True, blank=True)
-    max_iterations = models.PositiveSmallIntegerField(default=10)
-    allowed_tools = models.JSONField(
-        null=True,
-        blank=True,
-        help_text=(
-            "Empty (null) = every enabled tool; otherwise a list of the tool names this "
-            "profile may offer ([] = none)."
-        ),
-    )
-    tool_choice = models.CharField(
-        max_length=64,
-        default="auto",
-        help_text='"auto", "none", "required" or the name of one tool.',
-    )
-    is_active = models.BooleanField(default=True)
-    is_default = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["slug"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["is_default"],
-                condition=Q(is_default=True),
-                name="conversations_profile_one_default",
-                violation_error_message="Another profile is already the default.",
-            ),
-            models.CheckConstraint(
-                condition=Q(max_iterations__gte=1),
-                name="conversations_profile_max_iterations_positive",
-            ),
-            models.CheckConstraint(
-                condition=Q(allowed_tools__isnull=True) | _is_json("allowed_tools", "array"),
-                name="conversations_profile_allowed_tools_list",
-            ),
-            models.CheckConstraint(
-                condition=_not_empty("tool_choice"),
-                name="conversations_profile_tool_choice_not_empty",
-            ),
-            models.CheckConstraint(
-                condition=Q(temperature__gte=0), name="conversations_profile_temperature_range"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class ToolSetting(models.Model):
-    """An admin's switch for one registered tool; a disabled tool is offered nowhere."""
-
-    name = models.CharField(max_length=64, unique=True)
-    enabled = models.BooleanField(default=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({'enabled' if self.enabled else 'disabled'})"
-
-
-# The transcript ----------------------------------------------------------------
+__all__ = ["Conversation", "Message", "Run", "RunStatus", "ToolCall", "ToolCallStatus"]
 
 
 class ToolCallStatus(models.TextChoices):
@@ -326,7 +66,7 @@ class Conversation(models.Model):
         ]
         constraints = [
             models.CheckConstraint(
-                condition=_is_json("metadata", "object"),
+                condition=is_json("metadata", "object"),
                 name="conversations_conversation_metadata_object",
             ),
         ]
@@ -408,11 +148,11 @@ class Message(models.Model):
             ),
             # Rule 10
             models.CheckConstraint(
-                condition=_non_negative(*_USAGE_FIELDS, "latency_ms"),
+                condition=non_negative(*USAGE_FIELDS, "latency_ms"),
                 name="conversations_message_counts_non_negative",
             ),
             models.CheckConstraint(
-                condition=_is_json("provider_metadata", "object"),
+                condition=is_json("provider_metadata", "object"),
                 name="conversations_message_provider_metadata_object",
             ),
             models.CheckConstraint(
@@ -463,13 +203,13 @@ class ToolCall(models.Model):
         constraints = [
             # Rule 5
             models.CheckConstraint(
-                condition=_is_json("arguments", "object"),
+                condition=is_json("arguments", "object"),
                 name="conversations_toolcall_arguments_object",
                 violation_error_message="Tool call arguments must be a JSON object.",
             ),
             # Rule 6
             models.CheckConstraint(
-                condition=_not_empty("call_id", "name"),
+                condition=not_empty("call_id", "name"),
                 name="conversations_toolcall_call_id_name_not_empty",
             ),
             models.UniqueConstraint(
@@ -543,7 +283,7 @@ class Run(models.Model):
             ),
             # Rule 10
             models.CheckConstraint(
-                condition=_non_negative(*_USAGE_FIELDS),
+                condition=non_negative(*USAGE_FIELDS),
                 name="conversations_run_counts_non_negative",
             ),
             models.CheckConstraint(

@@ -1,4 +1,4 @@
-"""Reads: stored rows turned into the domain's value objects, in constant queries."""
+"""The history: stored rows turned into the domain's value objects, in constant queries."""
 
 from __future__ import annotations
 
@@ -8,11 +8,25 @@ from collections.abc import Iterable
 from django.db.models import Exists, OuterRef
 
 from conversations import domain
-from conversations.models import Conversation, Message, ToolCall
+from conversations.models import Conversation, Message, Profile, ToolCall
 
-__all__ = ["get_history", "message_to_domain", "open_tool_calls", "tool_call_to_domain"]
+__all__ = [
+    "get_history",
+    "history_for_provider",
+    "message_to_domain",
+    "open_tool_calls",
+    "tool_call_to_domain",
+]
 
-_MESSAGE_FIELDS = ("id", "position", "role", "content", "provider_metadata", "tool_call__call_id")
+_MESSAGE_FIELDS = (
+    "id",
+    "position",
+    "role",
+    "content",
+    "is_error",
+    "provider_metadata",
+    "tool_call__call_id",
+)
 _CALL_FIELDS = ("id", "message_id", "index", "call_id", "name", "arguments", "raw_arguments")
 
 
@@ -49,6 +63,7 @@ def message_to_domain(
         message.content,
         tool_calls=tool_calls,
         tool_call_id=tool_call_id,
+        is_error=message.is_error,
         provider_metadata=message.provider_metadata or None,
     )
 
@@ -76,6 +91,20 @@ def get_history(*, conversation: Conversation) -> list[domain.ChatMessage]:
         message_to_domain(message, calls=calls_by_message.get(message.pk, ()))
         for message in messages
     ]
+
+
+def history_for_provider(
+    *, conversation: Conversation, profile: Profile | None
+) -> list[domain.ChatMessage]:
+    """Exactly the messages a provider is sent: the profile's system prompt, then the history.
+
+    The system prompt is configuration, not history: it is not stored in the
+    conversation, so editing a profile changes what later turns are sent.
+    """
+    history = get_history(conversation=conversation)
+    if profile is not None and profile.system_prompt:
+        return [domain.ChatMessage.system(profile.system_prompt), *history]
+    return history
 
 
 def open_tool_calls(*, conversation: Conversation) -> list[ToolCall]:

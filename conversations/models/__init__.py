@@ -1,0 +1,35 @@
+"""The app's tables: configuration records and the conversation transcript.
+
+Models hold shape and constraints, not behaviour. Every rule the database can
+check on one row is a named ``CheckConstraint``/``UniqueConstraint`` here (both
+SQLite and PostgreSQL enforce them); the rules that need other rows are
+triggers installed by migration ``0002_triggers``. ``docs/data-model.md`` lists
+each of the ten conversation rules and what enforces it on each database.
+
+Once inserted, a message's conversation, position, role and tool call, and a
+call's message and conversation, never change (a trigger refuses it): the
+cross-row rules are checked on insert and stay true that way.
+
+Split by concern: ``constraints`` (the expressions the checks are built
+from), ``config`` (providers, language models, profiles, tool switches) and
+``transcript`` (conversations, messages, tool calls, runs). Everything is
+importable from here, which is also where migrations find ``JSONTypeOf``.
+"""
+
+from .config import LanguageModel, Profile, Provider, ToolSetting
+from .constraints import JSONTypeOf
+from .transcript import Conversation, Message, Run, RunStatus, ToolCall, ToolCallStatus
+
+__all__ = [
+    "Conversation",
+    "JSONTypeOf",
+    "LanguageModel",
+    "Message",
+    "Profile",
+    "Provider",
+    "Run",
+    "RunStatus",
+    "ToolCall",
+    "ToolCallStatus",
+    "ToolSetting",
+]

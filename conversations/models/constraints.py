@@ -1,0 +1,67 @@
+"""Building blocks of the models' check constraints (JSON types, non-empty, non-negative)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.lookups import Exact
+from django.utils.deconstruct import deconstructible
+
+__all__ = ["USAGE_FIELDS", "JSONTypeOf", "is_json", "non_negative", "not_empty"]
+
+
+@deconstructible(path="conversations.models.JSONTypeOf")
+class JSONTypeOf(models.Func):
+    """The JSON type name of a JSON column: ``object``, ``array``, ``string``, ...
+
+    PostgreSQL spells it ``jsonb_typeof``, SQLite ``json_type``; both answer
+    ``object`` and ``array`` alike, which is all the constraints compare with.
+    On SQLite text that is not JSON at all yields ``invalid`` instead of an
+    error, so the constraint fails cleanly (Django's own ``JSON_VALID`` check
+    reports it too).
+    """
+
+    function = "JSON_TYPE"
+    arity = 1
+    output_field = models.CharField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, function="JSONB_TYPEOF", **extra_context)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.get_source_expressions()[0])
+        return (
+            f"CASE WHEN JSON_VALID({sql}) THEN JSON_TYPE({sql}) ELSE 'invalid' END",
+            (*params, *params),
+        )
+
+
+def is_json(field: str, json_type: str) -> Exact:
+    """The JSON column ``field`` holds a value of ``json_type``."""
+    return Exact(JSONTypeOf(field), json_type)
+
+
+def not_empty(*fields: str) -> Q:
+    """None of ``fields`` is the empty string."""
+    condition = Q()
+    for field in fields:
+        condition &= ~Q(**{field: ""})
+    return condition
+
+
+def non_negative(*fields: str) -> Q:
+    """None of ``fields`` is below zero."""
+    # NULL passes a CHECK, so nullable counters need no IS NULL branch.
+    condition = Q()
+    for field in fields:
+        condition &= Q(**{f"{field}__gte": 0})
+    return condition
+
+
+USAGE_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_prompt_tokens",
+    "reasoning_tokens",
+)

@@ -1,0 +1,59 @@
+"""Reads: stored rows turned into value objects, and the querysets views and the admin use.
+
+``history`` maps the transcript to ``ChatMessage`` values, ``config`` reads
+profiles and tools, ``listings`` builds what the API and the admin list.
+Nothing here writes.
+"""
+
+from .config import active_profiles, available_tools, disabled_tool_names, get_default_profile
+from .history import (
+    get_history,
+    history_for_provider,
+    message_to_domain,
+    open_tool_calls,
+    tool_call_to_domain,
+)
+from .listings import (
+    admin_conversations,
+    admin_messages,
+    admin_runs,
+    admin_tool_calls,
+    conversation_messages,
+    conversation_transcript,
+    conversations_with_summary,
+    count_of,
+    has_live_run,
+    has_running_run,
+    last_run_status,
+    run_messages,
+    run_trace,
+    runs_with_calls,
+    with_tool_calls,
+)
+
+__all__ = [
+    "active_profiles",
+    "admin_conversations",
+    "admin_messages",
+    "admin_runs",
+    "admin_tool_calls",
+    "available_tools",
+    "conversation_messages",
+    "conversation_transcript",
+    "conversations_with_summary",
+    "count_of",
+    "disabled_tool_names",
+    "get_default_profile",
+    "get_history",
+    "has_live_run",
+    "has_running_run",
+    "history_for_provider",
+    "last_run_status",
+    "message_to_domain",
+    "open_tool_calls",
+    "run_messages",
+    "run_trace",
+    "runs_with_calls",
+    "tool_call_to_domain",
+    "with_tool_calls",
+]

@@ -1,0 +1,45 @@
+"""Reads of the configuration: the default profile, the active profiles, the usable tools."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import QuerySet
+
+from conversations.conf import app_settings
+from conversations.models import Profile, ToolSetting
+from conversations.tools import Tool, registry
+
+__all__ = ["active_profiles", "available_tools", "disabled_tool_names", "get_default_profile"]
+
+
+def active_profiles() -> QuerySet[Profile]:
+    """Profiles that may be used, with their model and provider selected."""
+    return Profile.objects.select_related("language_model__provider").filter(is_active=True)
+
+
+def get_default_profile() -> Profile | None:
+    """The profile named by ``CONVERSATIONS["DEFAULT_PROFILE"]``, else the one marked default."""
+    slug = app_settings().DEFAULT_PROFILE
+    if slug:
+        return active_profiles().filter(slug=slug).first()
+    return active_profiles().filter(is_default=True).first()
+
+
+def disabled_tool_names() -> frozenset[str]:
+    """Names an admin switched off everywhere (one query)."""
+    return frozenset(ToolSetting.objects.filter(enabled=False).values_list("name", flat=True))
+
+
+def available_tools(*, allowed: Iterable[str] | None = None) -> dict[str, Tool]:
+    """Registered tools that are enabled and, when ``allowed`` is given, named in it.
+
+    Returned in registration order, keyed by name.
+    """
+    disabled = disabled_tool_names()
+    allowed_set = None if allowed is None else set(allowed)
+    return {
+        tool.name: tool
+        for tool in registry.all()
+        if tool.name not in disabled and (allowed_set is None or tool.name in allowed_set)
+    }

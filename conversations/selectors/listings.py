@@ -1,0 +1,192 @@
+"""The querysets the API and the admin list and show, each in a constant number of queries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import (
+    Count,
+    Exists,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    QuerySet,
+    Subquery,
+    TextField,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce
+from django.utils import timezone
+
+from conversations.conf import app_settings
+from conversations.models import Conversation, Message, Run, ToolCall
+
+__all__ = [
+    "Transcript",
+    "admin_conversations",
+    "admin_messages",
+    "admin_runs",
+    "admin_tool_calls",
+    "conversation_messages",
+    "conversation_transcript",
+    "conversations_with_summary",
+    "count_of",
+    "has_live_run",
+    "has_running_run",
+    "last_run_status",
+    "run_messages",
+    "run_trace",
+    "runs_with_calls",
+    "with_tool_calls",
+]
+
+Transcript = tuple[list[Message], list[ToolCall], dict[int, Message]]
+"""Messages in position order, the calls shown beside them, and each call's answer by call pk."""
+
+
+def count_of(queryset: QuerySet[Any], group_by: str) -> Coalesce:
+    """``COUNT(*)`` of ``queryset`` as a correlated subquery (0 when nothing matches).
+
+    ``queryset`` is already filtered on ``OuterRef``; ``group_by`` is the
+    column it is correlated on, so the subquery yields a single row. A
+    subquery, not a JOIN + ``Count``, so that search and filter joins on the
+    outer query cannot multiply the count.
+    """
+    counted = queryset.order_by().values(group_by).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def last_run_status() -> Subquery:
+    """The status of a conversation's most recent run (``None`` without runs)."""
+    latest = Run.objects.filter(conversation=OuterRef("pk")).order_by("-started_at", "-pk")
+    return Subquery(latest.values("status")[:1])
+
+
+def has_live_run() -> Exists:
+    """Whether a run with an unexpired heartbeat is running on a conversation.
+
+    A running run whose heartbeat is older than the lease belongs to a process
+    that died: recovery ends it, so it does not keep its conversation busy.
+    """
+    cutoff = timezone.now() - timedelta(seconds=app_settings().RUN_LEASE_SECONDS)
+    return Exists(
+        Run.objects.filter(
+            conversation=OuterRef("pk"), status=Run.Status.RUNNING, heartbeat_at__gte=cutoff
+        )
+    )
+
+
+def has_running_run() -> Exists:
+    """Whether a conversation has a run in progress (for ``filter``/``annotate``)."""
+    return Exists(Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.RUNNING))
+
+
+# The API --------------------------------------------------------------------------------------
+
+
+def conversations_with_summary(*, conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """``conversations`` with profile, message count and last run, in one query."""
+    count = (
+        Message.objects.filter(conversation=OuterRef("pk"))
+        .order_by()
+        .values("conversation")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    last_run = Run.objects.filter(conversation=OuterRef("pk")).order_by("-started_at", "-id")
+    return conversations.select_related("profile").annotate(
+        message_count=Coalesce(Subquery(count, output_field=IntegerField()), Value(0)),
+        last_run_id=Subquery(last_run.values("pk")[:1]),
+        last_run_status=Subquery(last_run.values("status")[:1]),
+    )
+
+
+def with_tool_calls(*, messages: QuerySet[Message]) -> QuerySet[Message]:
+    """Messages with the call each answers and the calls each makes, in two extra queries."""
+    return messages.select_related("tool_call").prefetch_related(
+        Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index"))
+    )
+
+
+def conversation_messages(
+    *, conversation: Conversation, after: int | None = None
+) -> QuerySet[Message]:
+    """The messages of ``conversation`` with their calls; only those after ``after`` if given."""
+    messages = with_tool_calls(messages=Message.objects.filter(conversation=conversation))
+    if after is not None:
+        messages = messages.filter(position__gt=after)
+    return messages
+
+
+def run_messages(*, run: Run) -> list[Message]:
+    """The messages ``run`` wrote, in order, with their calls."""
+    return list(with_tool_calls(messages=Message.objects.filter(run=run)).order_by("position"))
+
+
+def runs_with_calls(*, runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Runs with their profile, and their assistant messages with calls (``assistant_messages``)."""
+    assistant = (
+        Message.objects.filter(role=Message.Role.ASSISTANT)
+        .only("id", "run_id", "position")
+        .order_by("position")
+        .prefetch_related(Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")))
+    )
+    return runs.select_related("profile").prefetch_related(
+        Prefetch("messages", queryset=assistant, to_attr="assistant_messages")
+    )
+
+
+# The admin ------------------------------------------------------------------------------------
+
+
+def admin_conversations(*, conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """Conversations with their message count, last run status and whether one is running."""
+    return conversations.annotate(
+        message_count=count_of(Message.objects.filter(conversation=OuterRef("pk")), "conversation"),
+        last_run_status=last_run_status(),
+        has_running_run=has_running_run(),
+    )
+
+
+def admin_runs(*, runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Runs with conversation, profile and their number of calls."""
+    calls = ToolCall.objects.filter(message__run=OuterRef("pk"))
+    return runs.select_related("conversation", "profile").annotate(
+        call_count=count_of(calls, "message__run")
+    )
+
+
+def admin_tool_calls(*, calls: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+    """Calls with conversation and run, searchable by their arguments as text."""
+    # CAST(... AS text) on both SQLite and PostgreSQL: a term matches keys and values as stored.
+    return calls.select_related("conversation", "message__run").alias(
+        arguments_text=Cast("arguments", output_field=TextField())
+    )
+
+
+def admin_messages(*, messages: QuerySet[Message]) -> QuerySet[Message]:
+    """Messages with conversation, answered call and run."""
+    return messages.select_related("conversation", "tool_call", "run")
+
+
+def conversation_transcript(*, conversation: Conversation) -> Transcript:
+    """Everything the transcript of a conversation shows, in two queries whatever its length."""
+    rows = list(conversation.messages.order_by("position"))
+    calls = list(ToolCall.objects.filter(conversation=conversation))
+    results = {m.tool_call_id: m for m in rows if m.tool_call_id is not None}
+    return rows, calls, results
+
+
+def run_trace(*, run: Run) -> Transcript:
+    """Everything the trace of a run shows, in three queries.
+
+    The run's messages, its calls, and the answers to them: an answer can
+    belong to no run (one written by recovery, say).
+    """
+    rows = list(run.messages.select_related("tool_call").order_by("position"))
+    calls = list(ToolCall.objects.filter(message__run=run))
+    results = {
+        m.tool_call_id: m for m in Message.objects.filter(tool_call__in=[c.pk for c in calls])
+    }
+    return rows, calls, results

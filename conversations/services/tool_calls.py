@@ -1,0 +1,271 @@
+"""Tool calls: check each call, execute it, answer it, and every text the model is told.
+
+Whatever the model reads about a call that did not succeed is written here
+and nowhere else: a rejection (unknown tool, not permitted, invalid or raw
+arguments), a failure (a tool's own :class:`~conversations.tools.ToolError`
+text, or a fixed sentence for any other exception), and the answers given to
+calls that never completed (interrupted, cancelled). Every such answer is
+stored with ``is_error`` set, so adapters can flag it natively.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from conversations import signals
+from conversations.conf import app_settings
+from conversations.domain import ChatMessage
+from conversations.models import Conversation, Run
+from conversations.models import ToolCall as ToolCallRow
+from conversations.tools import (
+    Tool,
+    ToolContext,
+    ToolError,
+    execute,
+    registry,
+    truncate_result,
+    validate_arguments,
+)
+
+from .messages import append_messages
+
+__all__ = [
+    "ANSWER_TEXTS",
+    "INVALID_ARGUMENTS",
+    "NOT_PERMITTED",
+    "RAW_ARGUMENTS",
+    "TOOL_ERROR",
+    "TOOL_FAILED",
+    "UNKNOWN_TOOL",
+    "CallOutcome",
+    "answer_open_calls",
+    "answer_text_for",
+    "cancelled_call",
+    "check_call",
+    "execute_call",
+    "persist_outcomes",
+    "reject_call",
+    "tool_error_text",
+]
+
+logger = logging.getLogger("conversations.tool_loop")
+
+# What the model is told, word for word (tests pin these).
+UNKNOWN_TOOL: Final = 'Error: unknown tool "{name}"'
+NOT_PERMITTED: Final = 'Error: tool "{name}" not permitted'
+INVALID_ARGUMENTS: Final = 'Error: invalid arguments for tool "{name}": {violations}'
+RAW_ARGUMENTS: Final = 'Error: arguments for tool "{name}" are not a JSON object'
+TOOL_FAILED: Final = 'Error: tool "{name}" failed.'
+TOOL_ERROR: Final = 'Error: tool "{name}" failed: {message}'
+"""A :class:`ToolError`: its author wrote the message for the model (and the user) to read."""
+
+ANSWER_TEXTS: Final[Mapping[str, str]] = {
+    ToolCallRow.Status.INTERRUPTED: 'Error: tool "{name}" was interrupted and did not complete.',
+    ToolCallRow.Status.CANCELLED: 'Error: tool "{name}" was cancelled and did not complete.',
+}
+"""The answer of a call that never completed, by the status it ends with."""
+
+
+def tool_error_text(template: str, name: str, **extra: str) -> str:
+    """One of the pinned error texts, filled in."""
+    return template.format(name=name, **extra)
+
+
+def answer_text_for(status: str, name: str) -> str:
+    """The result a call gets when it never completed (``interrupted`` or ``cancelled``)."""
+    return ANSWER_TEXTS[status].format(name=name)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What became of one call: its status and the result the model sees."""
+
+    row: ToolCallRow
+    """The stored call."""
+    status: str
+    """The call's final status (a ``ToolCall.Status``)."""
+    content: str
+    """The tool message's content: the result, or the error text the model reads."""
+    error: str = ""
+    """Detail for admins only (a traceback); never sent to the model."""
+    started_at: datetime | None = None
+    """When the tool started (``None``: it never ran)."""
+    finished_at: datetime | None = None
+    """When it ended (``None``: the moment the outcome is stored)."""
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the answer reports anything but a success."""
+        return self.status != ToolCallRow.Status.SUCCEEDED
+
+    def to_message(self) -> ChatMessage:
+        """The tool message answering the call."""
+        return ChatMessage.tool_result(self.row.call_id, self.content, is_error=self.is_error)
+
+
+def check_call(*, row: ToolCallRow, tools: Mapping[str, Tool]) -> CallOutcome | None:
+    """The rejection for a call that must not run, or ``None`` when it may."""
+    name = row.name
+    tool = tools.get(name)
+    if tool is None:
+        template = NOT_PERMITTED if registry.get(name) is not None else UNKNOWN_TOOL
+        return CallOutcome(row, ToolCallRow.Status.REJECTED, tool_error_text(template, name))
+    if row.raw_arguments is not None:
+        return CallOutcome(row, ToolCallRow.Status.REJECTED, tool_error_text(RAW_ARGUMENTS, name))
+    violations = validate_arguments(tool, row.arguments)
+    if violations:
+        text = tool_error_text(INVALID_ARGUMENTS, name, violations="; ".join(violations))
+        return CallOutcome(row, ToolCallRow.Status.REJECTED, text)
+    return None
+
+
+def reject_call(*, row: ToolCallRow) -> CallOutcome:
+    """The answer of a call made when no tool was offered."""
+    return CallOutcome(row, ToolCallRow.Status.REJECTED, tool_error_text(NOT_PERMITTED, row.name))
+
+
+def cancelled_call(*, row: ToolCallRow) -> CallOutcome:
+    """The answer of a call skipped because its run was cancelled."""
+    status = ToolCallRow.Status.CANCELLED
+    return CallOutcome(row, status, answer_text_for(status, row.name))
+
+
+def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
+    """Run one checked call's tool (no transaction is open) and return its outcome.
+
+    A :class:`ToolError` is an answer its author meant the model to read: its
+    message is shown. Any other exception may hold secrets in its text, so the
+    model gets a fixed sentence, and admins the traceback (on the call and in
+    the log).
+    """
+    signals.tool_call_started.send(sender=ToolCallRow, tool_call=row, run=run)
+    started = timezone.now()
+    context = ToolContext(conversation_id=run.conversation_id, run_id=run.pk, call_id=row.call_id)
+    try:
+        result = execute(tool, row.arguments, context=context)
+    except ToolError as exc:
+        logger.info("tool %s refused (call %s, run %s): %s", row.name, row.call_id, run.pk, exc)
+        text = tool_error_text(TOOL_ERROR, row.name, message=exc.message)
+        return CallOutcome(
+            row,
+            ToolCallRow.Status.FAILED,
+            truncate_result(text, app_settings().TOOL_RESULT_MAX_BYTES),
+            error=traceback.format_exc(),
+            started_at=started,
+            finished_at=timezone.now(),
+        )
+    except Exception:
+        logger.exception("tool %s failed (call %s, run %s)", row.name, row.call_id, run.pk)
+        return CallOutcome(
+            row,
+            ToolCallRow.Status.FAILED,
+            tool_error_text(TOOL_FAILED, row.name),
+            error=traceback.format_exc(),
+            started_at=started,
+            finished_at=timezone.now(),
+        )
+    content = truncate_result(result, app_settings().TOOL_RESULT_MAX_BYTES)
+    return CallOutcome(
+        row, ToolCallRow.Status.SUCCEEDED, content, started_at=started, finished_at=timezone.now()
+    )
+
+
+def persist_outcomes(*, run: Run, outcomes: Sequence[CallOutcome]) -> None:
+    """Store every result and call status of a turn, and the heartbeat, in one transaction."""
+    now = timezone.now()
+    for outcome in outcomes:
+        row = outcome.row
+        row.status = outcome.status
+        row.error = outcome.error
+        row.started_at = outcome.started_at or row.started_at
+        row.finished_at = outcome.finished_at or now
+    with transaction.atomic():
+        append_messages(
+            conversation=run.conversation,
+            messages=[outcome.to_message() for outcome in outcomes],
+            run=run,
+        )
+        _update_call_states([outcome.row for outcome in outcomes])
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=now)
+
+
+def _update_call_states(rows: list[ToolCallRow]) -> None:
+    """Write status, error and times of ``rows`` in one ``UPDATE ... FROM (VALUES ...)``.
+
+    ``bulk_update`` would build one ``CASE`` per field and row; with twenty
+    calls that statement dominated a round. Both PostgreSQL and SQLite (3.33+)
+    accept ``UPDATE ... FROM`` and name the columns of ``VALUES`` column1...
+    """
+    ops = connection.ops
+    cast = "::timestamptz" if connection.vendor == "postgresql" else ""
+    row_sql = f"(%s, %s, %s, %s{cast}, %s{cast})"
+    params: list[Any] = []
+    for row in rows:
+        params += [
+            row.pk,
+            row.status,
+            row.error,
+            ops.adapt_datetimefield_value(row.started_at),
+            ops.adapt_datetimefield_value(row.finished_at),
+        ]
+    table = connection.ops.quote_name(ToolCallRow._meta.db_table)
+    # Only placeholders and our own table name go into the SQL text.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET status = v.column2, error = v.column3, "
+            f"started_at = v.column4, finished_at = v.column5 "
+            f"FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v "
+            f"WHERE {table}.id = v.column1",
+            params,
+        )
+
+
+def answer_open_calls(
+    *, conversation: Conversation, status: str, run: Run | None = None
+) -> list[ToolCallRow]:
+    """Answer every unanswered call of ``conversation`` and mark it ``status``.
+
+    ``status`` is ``interrupted`` or ``cancelled``; the answer says so in
+    words the model understands, flagged ``is_error``. Returns the calls answered.
+    """
+    with transaction.atomic():
+        # Lock the conversation first, in the same order as append_messages,
+        # so two writers never wait on each other's locks (no deadlock).
+        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk"))
+        open_calls = list(
+            ToolCallRow.objects.filter(conversation=conversation, results__isnull=True).order_by(
+                "message__position", "index"
+            )
+        )
+        if not open_calls:
+            return []
+        now = timezone.now()
+        append_messages(
+            conversation=conversation,
+            messages=[
+                ChatMessage.tool_result(
+                    call.call_id, answer_text_for(status, call.name), is_error=True
+                )
+                for call in open_calls
+            ],
+            run=run,
+        )
+        for call in open_calls:
+            call.status = status
+            call.finished_at = now
+        ToolCallRow.objects.bulk_update(open_calls, ["status", "finished_at"])
+    logger.info(
+        "answered %d open call(s) of conversation %s as %s",
+        len(open_calls),
+        conversation.pk,
+        status,
+    )
+    return open_calls
