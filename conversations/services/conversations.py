@@ -11,14 +11,11 @@ from django.utils import timezone
 from conversations.domain import normalise_messages
 from conversations.exceptions import ConversationBusy, InvalidArgumentError
 from conversations.models import Conversation, Profile, Run
-from conversations.providers.anthropic import AnthropicProvider
 from conversations.providers.base import HTTPProvider
-from conversations.providers.gemini import GeminiProvider
-from conversations.providers.ollama import OllamaProvider
-from conversations.providers.openai import OpenAIProvider
 from conversations.selectors import get_default_profile, history_for_provider, open_tool_calls
 
 from .messages import append_messages, create_conversation
+from .providers import HTTP_ADAPTERS
 from .recovery import recover_runs
 from .tool_loop import request_setup
 
@@ -33,12 +30,11 @@ __all__ = [
 _DRY_RUN_KEY: Final = "dry-run-placeholder-never-sent"  # a placeholder, never sent
 
 EXPORT_FORMATS: Final[Mapping[str, type[HTTPProvider]]] = {
-    "openai": OpenAIProvider,
-    "anthropic": AnthropicProvider,
-    "gemini": GeminiProvider,
-    "ollama": OllamaProvider,
+    name: HTTP_ADAPTERS[name] for name in ("openai", "anthropic", "gemini", "ollama")
 }
-"""Export format -> the adapter whose pure ``build_payload`` makes the body (no HTTP)."""
+"""Export format (one per wire family) -> the adapter whose pure ``build_payload`` makes the body.
+
+Looked up in the one adapter table, so a format cannot drift from what the loop sends."""
 
 
 def export_payload(*, conversation: Conversation, format: str) -> dict[str, Any]:
