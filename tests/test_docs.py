@@ -96,7 +96,7 @@ def test_the_documents_show_names_to_check():
     assert "conversations.tools.tool" in names
     assert "conversations.domain.ChatMessage" in names
     assert len(names) > 10
-    assert CELERY_TASK_NAMES == {"conversations.execute_run", "conversations.recover_runs"}
+    assert {"conversations.execute_run", "conversations.recover_runs"} == CELERY_TASK_NAMES
 
 
 @pytest.mark.parametrize(("name", "document"), NAMES, ids=[f"{n} ({d})" for n, d in NAMES])
