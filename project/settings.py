@@ -129,15 +129,9 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/chat/"
 
-# The app sets its own DRF policies on its views: no global REST_FRAMEWORK
-# settings are needed (the install test proves it in a fresh host project).
-
-SPECTACULAR_SETTINGS = {
-    "TITLE": "django-llm-conversations API",
-    "DESCRIPTION": "Tool-calling LLM conversations as a typed, persisted record.",
-    "VERSION": "0.1.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-}
+# The app sets its own DRF policies on its views, and its schema view names
+# the API and its version: neither REST_FRAMEWORK nor SPECTACULAR_SETTINGS is
+# needed (the install test proves it in a fresh host project).
 
 # The app's settings; the environment may choose the executor and the lease
 # (e.g. CONVERSATIONS_EXECUTOR=celery for web processes and workers alike).

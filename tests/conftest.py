@@ -9,6 +9,7 @@ Redis ever receives them.
 import os
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -23,6 +24,13 @@ except ImportError:  # pragma: no cover
     celery_app = None
 if celery_app is not None:
     celery_app.conf.update(broker_url=BROKER_URL, task_default_queue=QUEUE)
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - depends on the machine
+    sync_playwright = None
+
+CHROMIUM = Path("/usr/bin/chromium")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -104,3 +112,27 @@ def uvicorn(broker, django_db_setup, tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium; request it after the fixtures that write to the database.
+
+    Playwright's sync API runs an event loop in this thread, and Django refuses
+    ORM calls from such a thread.
+    """
+    if sync_playwright is None:
+        pytest.skip(
+            "Playwright for Python is not installed: .venv/bin/pip install playwright "
+            "(or pip install -e '.[dev]'); it drives Debian's chromium, so skip `playwright install`"
+        )
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"{CHROMIUM} is missing: install Debian's browser with `apt-get install -y chromium`"
+        )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -67,3 +67,10 @@ def test_the_resolver_is_replaceable():
     with override_settings(CONVERSATIONS={"SECRET_RESOLVER": f"{__name__}.upper_resolver"}):
         assert secrets.resolve("test:abc") == "TEST:ABC"
         assert secrets.resolve("env:HOME") is None
+
+
+def test_the_suite_runs_on_the_test_settings_with_a_fast_hasher(settings):
+    from django.contrib.auth.hashers import make_password
+
+    assert settings.SETTINGS_MODULE == "project.settings_test"
+    assert make_password("secret").startswith("md5$")

@@ -13,18 +13,21 @@ from rest_framework.authentication import (
     TokenAuthentication,
 )
 from rest_framework.generics import GenericAPIView
+from rest_framework.metadata import SimpleMetadata
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
 from rest_framework.serializers import Serializer
 from rest_framework.settings import api_settings
+from rest_framework.views import APIView
 
 from conversations.models import Conversation
 
 from .errors import QueryValidationError, exception_handler
 
-__all__ = ["ConversationsAPIView"]
+__all__ = ["ConversationsAPIView", "DescriptionMetadata"]
 
 
 class _Settings:
@@ -42,6 +45,19 @@ class JSONNegotiation(DefaultContentNegotiation):
     settings = _Settings()
 
 
+class DescriptionMetadata(SimpleMetadata):
+    """``OPTIONS``: the view's name, description and media types (methods in ``Allow``).
+
+    DRF's default also describes the fields of each writable method by calling
+    ``get_serializer()``, which needs a ``serializer_class``; the app's views
+    pick their serializers per method instead, so the OpenAPI schema is where
+    request bodies are described.
+    """
+
+    def determine_actions(self, request: Request, view: APIView) -> dict[str, Any]:
+        return {}
+
+
 class ConversationsAPIView(GenericAPIView):
     """Authentication, permissions, JSON in and out, and the app's error handler.
 
@@ -55,6 +71,7 @@ class ConversationsAPIView(GenericAPIView):
     renderer_classes = (JSONRenderer,)
     parser_classes = (JSONParser,)
     content_negotiation_class = JSONNegotiation
+    metadata_class = DescriptionMetadata
     filter_backends = ()
     pagination_class = None
     # Set per view so the OpenAPI schema works without the host's DEFAULT_SCHEMA_CLASS.

@@ -3,22 +3,46 @@
 The page loads Swagger UI from ``drf-spectacular-sidecar`` when the host lists
 ``drf_spectacular_sidecar`` in ``INSTALLED_APPS`` (served as static files, no
 network needed); otherwise from drf-spectacular's configured CDN.
+
+The schema names the API and the installed package's version itself, so a
+host needs no ``SPECTACULAR_SETTINGS`` (and its own title, meant for its own
+API, does not end up on this one).
 """
 
 from __future__ import annotations
 
-from django.apps import apps
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-__all__ = ["DocsView", "SchemaView"]
+from django.apps import apps
+from django.http import HttpResponse, JsonResponse
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.request import Request
+
+__all__ = ["API_TITLE", "DocsView", "SchemaView", "package_version"]
 
 _SIDECAR_APP = "drf_spectacular_sidecar"
+DISTRIBUTION = "django-llm-conversations"
+API_TITLE = "django-llm-conversations API"
+
+
+def package_version() -> str:
+    """The installed distribution's version; ``0+unknown`` when run from an uninstalled tree."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 class SchemaView(SpectacularAPIView):
     """``GET schema/``: the OpenAPI 3 document (YAML, or JSON with ``Accept``)."""
 
     schema = None  # not an operation of the API itself
+    custom_settings: dict[str, Any] = {
+        "TITLE": API_TITLE,
+        "DESCRIPTION": "Tool-calling LLM conversations as a typed, persisted record.",
+        "VERSION": package_version(),
+    }
 
 
 class DocsView(SpectacularSwaggerView):
@@ -26,6 +50,12 @@ class DocsView(SpectacularSwaggerView):
 
     url_name = "conversations:schema"
     schema = None  # not an operation of the API itself
+
+    def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+        # The page's only renderer is an HTML template, which has nothing to
+        # render a description with: answer it as JSON, like the other routes.
+        metadata = self.metadata_class().determine_metadata(request, self)
+        return JsonResponse(metadata, headers={"Allow": ", ".join(self.allowed_methods)})
 
     @staticmethod
     def _swagger_ui_resource(filename: str) -> str:

@@ -1,8 +1,8 @@
 """URLs of the REST API; the host mounts them with ``path("api/", include(...))``."""
 
-from django.urls import path
+from django.urls import path, re_path
 
-from . import docs, events, views
+from . import docs, events, fallback, views
 
 app_name = "conversations"
 
@@ -40,4 +40,7 @@ urlpatterns = [
     path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),
     path("docs/", docs.DocsView.as_view(), name="docs"),
+    # Last: whatever else is under the mount (an unknown path, a malformed id,
+    # a missing trailing slash) gets the API's JSON 404, not the host's page.
+    re_path(r"^(?P<path>.*)$", fallback.route_not_found, name="not-found"),
 ]

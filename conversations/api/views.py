@@ -92,7 +92,12 @@ class _ConversationQueries(ConversationsAPIView):
 
     def show(self, conversation_id: Any, status_code: int = status.HTTP_200_OK) -> Response:
         conversation = get_object_or_404(self.annotated(), pk=conversation_id)
-        return Response(ConversationSerializer(conversation).data, status=status_code)
+        headers: dict[str, str] = {}
+        if status_code == status.HTTP_201_CREATED:
+            url = reverse("conversations:conversation-detail", args=[conversation.pk])
+            headers["Location"] = self.request.build_absolute_uri(url)
+        data = ConversationSerializer(conversation).data
+        return Response(data, status=status_code, headers=headers)
 
 
 class ConversationListView(_ConversationQueries):
@@ -285,9 +290,9 @@ class ConversationMessagesView(ConversationsAPIView):
         if failure is not None:
             body = error_body(run.error_code, run.error_message)
             return Response({**body, **result}, status=failure)
-        if not queued:
-            return Response(result, status=status.HTTP_201_CREATED)
         url = request.build_absolute_uri(reverse("conversations:run-detail", args=[run.pk]))
+        if not queued:
+            return Response(result, status=status.HTTP_201_CREATED, headers={"Location": url})
         events = request.build_absolute_uri(reverse("conversations:run-events", args=[run.pk]))
         return Response(
             {**result, "url": url, "events": events},

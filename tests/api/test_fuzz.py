@@ -4,7 +4,9 @@ The app is loaded from its own ``/api/schema/``. Every operation gets cases
 generated from the schema with random ids (mostly 404s) and cases aimed at
 objects the token's user owns (a conversation with history, a run, and a
 conversation kept for the DELETE), so the bodies reach the services. Posting
-messages runs the tool loop on the offline demo adapter: no network.
+messages runs the tool loop on the offline demo adapter: no network. Each
+generated path is also asked ``OPTIONS`` and ``HEAD``, with and without the
+token (the schema lists neither method, so schemathesis would not).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import collections
 import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
+from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
@@ -71,8 +74,24 @@ def _histories(draw):
     return {"title": draw(st.text(max_size=20)), "messages": messages}
 
 
-def _exercise(strategy, counter: collections.Counter, checks=CHECKS, examples=None) -> None:
-    """Call the app with ``strategy``'s cases; count statuses; fail on a 5xx or a failed check."""
+def _probe(case, headers: dict[str, str], counter: collections.Counter) -> None:
+    """``OPTIONS`` and ``HEAD`` on the case's path, with the token and without."""
+    client = Client(raise_request_exception=False)
+    for method in ("options", "head"):
+        for sent in (headers, {}):
+            response = getattr(client, method)(case.formatted_path, headers=sent)
+            counter[f"{method.upper()} {response.status_code}"] += 1
+            assert response.status_code < 500, (method, case.formatted_path, sent != {})
+
+
+def _exercise(
+    strategy, counter: collections.Counter, checks=CHECKS, examples=None, probe=None
+) -> None:
+    """Call the app with ``strategy``'s cases; count statuses; fail on a 5xx or a failed check.
+
+    With ``probe`` (the token's headers and a counter), each case's path is
+    also asked ``OPTIONS`` and ``HEAD`` by :func:`_probe`.
+    """
 
     @settings(
         max_examples=examples or EXAMPLES_PER_OPERATION,
@@ -86,6 +105,8 @@ def _exercise(strategy, counter: collections.Counter, checks=CHECKS, examples=No
         counter[response.status_code] += 1
         assert response.status_code < 500, (case.method, case.formatted_path, response.text)
         case.validate_response(response, checks=checks)
+        if probe is not None:
+            _probe(case, *probe)
 
     exercise()
 
@@ -107,6 +128,7 @@ def test_schemathesis_finds_no_server_error(user, profile, conversation, capsys)
         headers={"Accept": "application/vnd.oai.openapi+json"},
     )
     statuses: dict[str, collections.Counter] = {}
+    probes: collections.Counter = collections.Counter()
     unsatisfiable: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) == 14
@@ -133,12 +155,18 @@ def test_schemathesis_finds_no_server_error(user, profile, conversation, capsys)
                 )
             )
 
-        _exercise(st.one_of(strategies), counter)
+        _exercise(st.one_of(strategies), counter, probe=(headers, probes))
         # Invalid data (wrong types, missing fields, malformed ids): never a 5xx,
-        # whatever else (a path that matches no URL gets Django's own 404 page).
+        # whatever else (a path that matches no route gets the API's JSON 404).
         negative = operation.as_strategy(GenerationMode.NEGATIVE, headers=headers)
         try:
-            _exercise(negative, counter, checks=[not_a_server_error], examples=NEGATIVE_EXAMPLES)
+            _exercise(
+                negative,
+                counter,
+                checks=[not_a_server_error],
+                examples=NEGATIVE_EXAMPLES,
+                probe=(headers, probes),
+            )
         except Unsatisfiable:
             # Nothing in this operation's schema can be made invalid (e.g. only
             # optional free-text parameters, or no parameters at all).
@@ -149,7 +177,10 @@ def test_schemathesis_finds_no_server_error(user, profile, conversation, capsys)
         for label, counter in statuses.items():
             print(f"  {label}: {dict(sorted(counter.items()))}")
         print(f"  no invalid data possible: {unsatisfiable}")
+        print(f"  OPTIONS and HEAD on the same paths: {dict(sorted(probes.items()))}")
     assert all(code < 500 for counter in statuses.values() for code in counter)
+    # OPTIONS and HEAD reached the views themselves, not only the 404 of random ids.
+    assert probes["OPTIONS 200"] > 0 and probes["HEAD 200"] > 0
     # The owned objects were reached, not only random ids.
     assert statuses["POST /api/conversations/{conversation_id}/messages/"][201] > 0
     assert statuses["POST /api/conversations/import/"][201] > 0

@@ -129,3 +129,30 @@ def test_the_docs_page_falls_back_to_the_cdn(client, settings):
     settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "drf_spectacular_sidecar"]
     page = client.get(reverse("conversations:docs")).content.decode()
     assert "swagger-ui-dist" in page and "/static/drf_spectacular_sidecar/" not in page
+
+
+@pytest.mark.django_db
+def test_the_schema_names_the_api_and_the_installed_version_by_itself(client, settings):
+    from importlib.metadata import version
+
+    # The app's schema view sets these; a host without SPECTACULAR_SETTINGS gets them too.
+    if hasattr(settings, "SPECTACULAR_SETTINGS"):
+        del settings.SPECTACULAR_SETTINGS
+    response = client.get(
+        reverse("conversations:schema"), HTTP_ACCEPT="application/vnd.oai.openapi+json"
+    )
+    info = json.loads(response.content)["info"]
+    assert info["title"] == "django-llm-conversations API"
+    assert info["version"] == version("django-llm-conversations") != ""
+    assert info["description"]
+
+
+@pytest.mark.django_db
+def test_a_hosts_own_title_does_not_rename_the_apps_api(client, settings):
+    settings.SPECTACULAR_SETTINGS = {"TITLE": "Host shop API", "VERSION": "9.9.9"}
+    response = client.get(
+        reverse("conversations:schema"), HTTP_ACCEPT="application/vnd.oai.openapi+json"
+    )
+    info = json.loads(response.content)["info"]
+    assert info["title"] == "django-llm-conversations API"
+    assert info["version"] != "9.9.9"

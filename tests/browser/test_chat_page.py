@@ -29,37 +29,16 @@ from conversations.tools import registry, tool
 from project.demo_tools.management.commands.setup_demo import DEMO_PASSWORD, DEMO_USERNAME
 
 try:
-    from playwright.sync_api import expect, sync_playwright
-except ImportError:  # pragma: no cover - depends on the machine
-    sync_playwright = None
+    from playwright.sync_api import expect
+except ImportError:  # pragma: no cover - the ``browser`` fixture skips then
+    expect = None
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # git-ignored
 QUESTION = "What's the weather in Leipzig and what time is it?"
 TIMEOUT_MS = 15_000
-
-
-@pytest.fixture
-def browser():
-    """Headless Chromium; request it after the fixtures that write to the database."""
-    if sync_playwright is None:
-        pytest.skip(
-            "Playwright for Python is not installed: .venv/bin/pip install playwright "
-            "(or pip install -e '.[dev]'); it drives Debian's chromium, so skip `playwright install`"
-        )
-    if not CHROMIUM.exists():
-        pytest.skip(
-            f"{CHROMIUM} is missing: install Debian's browser with `apt-get install -y chromium`"
-        )
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture

@@ -13,14 +13,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
 import tomllib
+import urllib.error
+import urllib.request
 import venv
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.db import connection
@@ -103,6 +108,7 @@ class Host:
     python: Path
     env: dict[str, str]
     wheel: Path
+    build_output: str
     timings: dict[str, float]
 
     def manage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -145,18 +151,19 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def build_wheel(out: Path, env: dict[str, str]) -> Path:
+def build_wheel(out: Path, env: dict[str, str]) -> tuple[Path, str]:
+    """The wheel built from a copy of the repository, and everything the build printed."""
     # Built from a copy, so concurrent work in the repository (or its own
     # build/ and *.egg-info) neither disturbs nor leaks into the wheel.
     source = out / "source"
     shutil.copytree(REPO, source, ignore=COPY_IGNORE)
-    run(
+    built = run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(out / "dist"), str(source)],
         cwd=out,
         env=env,
     )
     (wheel,) = (out / "dist").glob("django_llm_conversations-*.whl")
-    return wheel
+    return wheel, built.stdout + built.stderr
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +177,7 @@ def host(tmp_path_factory) -> Host:
     timings: dict[str, float] = {}
 
     started = time.monotonic()
-    wheel = build_wheel(tmp, env)
+    wheel, build_output = build_wheel(tmp, env)
     timings["build"] = time.monotonic() - started
 
     started = time.monotonic()
@@ -183,7 +190,14 @@ def host(tmp_path_factory) -> Host:
     django_admin = tmp / "venv" / "bin" / "django-admin"
     run([str(django_admin), "startproject", "host"], cwd=tmp, env=env)
     root = tmp / "host"
-    host = Host(root=root, python=python, env=env, wheel=wheel, timings=timings)
+    host = Host(
+        root=root,
+        python=python,
+        env=env,
+        wheel=wheel,
+        build_output=build_output,
+        timings=timings,
+    )
     settings = root / "host" / "settings.py"
     urls = root / "host" / "urls.py"
     with settings.open("a", encoding="utf-8") as f:
@@ -234,6 +248,20 @@ def test_the_wheel_holds_the_app_and_nothing_else(host):
         for path in (source / folder).rglob("*"):
             if path.is_file():
                 assert path.relative_to(REPO).as_posix() in names
+
+
+def test_the_wheel_carries_the_license_and_builds_without_deprecation_warnings(host):
+    with zipfile.ZipFile(host.wheel) as wheel:
+        names = wheel.namelist()
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        headers = wheel.read(metadata).decode()
+        (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        license_text = wheel.read(license_file).decode()
+
+    assert "License-Expression: MIT" in headers.splitlines()
+    assert license_text == (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert "the django-llm-conversations authors" in license_text
+    assert "deprecat" not in host.build_output.lower(), host.build_output
 
 
 def test_the_host_passes_the_system_checks_without_warnings(host):
@@ -296,7 +324,76 @@ def test_the_documented_blocks_hold_the_lines_that_matter():
     settings = documented_block("settings.py")
     urls = documented_block("urls.py")
 
-    for app in ("rest_framework", "rest_framework.authtoken", "drf_spectacular", "conversations"):
+    for app in (
+        "rest_framework",
+        "rest_framework.authtoken",
+        "drf_spectacular",
+        "drf_spectacular_sidecar",
+        "conversations",
+    ):
         assert f'"{app}",' in settings
     assert 'path("api/", include("conversations.api.urls"))' in urls
     assert 'path("chat/", include("conversations.web.urls"))' in urls
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def served_host(host) -> Iterator[str]:
+    """The host's ``runserver`` (DEBUG on, as ``startproject`` leaves it); yields its URL."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(host.python), "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        cwd=host.root,
+        env=host.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/schema/", timeout=2):  # noqa: S310 - local
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    server.kill()
+                    pytest.fail(f"the host's runserver did not come up:\n{server.stdout.read()}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        server.stdout.close()
+
+
+def test_the_api_docs_page_renders_in_the_host_without_network(served_host, browser):
+    from playwright.sync_api import expect
+
+    context = browser.new_context()
+    blocked: list[str] = []
+
+    def local_only(route):
+        # Any request that would leave the machine fails, as it would offline.
+        if urlsplit(route.request.url).hostname in {"127.0.0.1", "localhost"}:
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", local_only)
+    page = context.new_page()
+    page.goto(f"{served_host}/api/docs/")
+
+    title = page.locator(".swagger-ui .info .title")
+    expect(title).to_be_visible(timeout=15_000)
+    expect(title).to_contain_text("django-llm-conversations API")
+    expect(page.locator(".swagger-ui .opblock").first).to_be_visible()
+    assert blocked == [], blocked
+    context.close()

@@ -30,6 +30,14 @@ def test_setup_demo_is_idempotent_and_prints_the_login():
     assert Provider.objects.filter(slug="demo").count() == 1
 
 
+def test_setup_demo_prints_the_url_it_is_told_is_served():
+    assert "Open http://127.0.0.1:8000/chat/, " in run_command("setup_demo")
+    out = run_command("setup_demo", "--url", "http://127.0.0.1:8001/")
+    assert "Open http://127.0.0.1:8001/chat/, http://127.0.0.1:8001/admin/ or " in out
+    with pytest.raises(CommandError, match="--url must be an http"):
+        run_command("setup_demo", "--url", "127.0.0.1:8001")
+
+
 def test_chat_prints_calls_and_answer():
     run_command("setup_demo")
     out = run_command(

@@ -1,15 +1,21 @@
 """``manage.py setup_demo``: the demo user and the offline demo profile (safe to rerun)."""
 
 import os
+from argparse import ArgumentParser
+from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from conversations.models import LanguageModel, Profile, Provider
 
 DEMO_USERNAME = "demo"
 # A local-demo credential, printed on purpose; override with DEMO_PASSWORD.
 DEMO_PASSWORD = os.environ.get("DEMO_PASSWORD", "demo-password")
+
+# Where `make run` serves unless told otherwise (it passes its HOST and PORT).
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant. Use the tools for the weather, the time and arithmetic."
@@ -19,7 +25,20 @@ SYSTEM_PROMPT = (
 class Command(BaseCommand):
     help = "Create the demo user and the demo profile on the offline DemoProvider (idempotent)."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--url",
+            default=DEFAULT_URL,
+            help=f"Where the demo is served, for the links printed at the end (default {DEFAULT_URL}).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        base_url = str(options["url"]).rstrip("/")
+        parts = urlsplit(base_url)
+        if parts.scheme not in {"http", "https"} or not parts.netloc:
+            raise CommandError(
+                f"--url must be an http(s) URL such as {DEFAULT_URL}, not {base_url!r}"
+            )
         user_model = get_user_model()
         user, created = user_model.objects.get_or_create(
             username=DEMO_USERNAME, defaults={"is_staff": True, "is_superuser": True}
@@ -53,4 +72,4 @@ class Command(BaseCommand):
                 f"Demo login: username '{DEMO_USERNAME}' (password unchanged since it was created;"
                 f" it was '{DEMO_PASSWORD}' unless you changed it)"
             )
-        self.stdout.write("Open http://127.0.0.1:8000/chat/, /admin/ or /api/docs/")
+        self.stdout.write(f"Open {base_url}/chat/, {base_url}/admin/ or {base_url}/api/docs/")

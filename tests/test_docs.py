@@ -1,0 +1,107 @@
+"""Every ``conversations`` name the README and docs/ show can be imported.
+
+The names come from the fenced code blocks (``from conversations... import``
+lines and dotted names) and from the prose's backticked spans of README.md and
+docs/*.md; each one is a test of its own, so a rename that leaves the
+documentation behind fails here with the name and the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+BACKTICKS = re.compile(r"`([^`\n]+)`")
+FROM_IMPORT = re.compile(
+    r"^\s*from\s+(conversations(?:\.\w+)*)\s+import\s+(\([^)]*\)|[^\n]+)", re.MULTILINE
+)
+DOTTED = re.compile(r"(?<![\w./-])conversations(?:\.\w+)+")
+# System check ids (conversations.E001, conversations.W0xx) are not Python names.
+CHECK_ID = re.compile(r"^conversations\.[EW][0-9x]{3}$")
+
+
+def _celery_task_names() -> set[str]:
+    """The names the app registers its Celery tasks under (``conversations.execute_run``)."""
+    from conversations import tasks
+
+    found = (tasks.execute_run_task, tasks.recover_runs_task)
+    return {task.name for task in found if task is not None}
+
+
+def _imports(code: str) -> set[str]:
+    names = set()
+    for module, imported in FROM_IMPORT.findall(code):
+        for item in imported.strip("()").split(","):
+            name = item.split("#", 1)[0].split(" as ", 1)[0].strip()
+            if name:
+                names.add(f"{module}.{name}")
+    return names
+
+
+def _dotted(text: str) -> set[str]:
+    return {
+        name
+        for name in DOTTED.findall(text)
+        if not CHECK_ID.match(name) and name not in CELERY_TASK_NAMES
+    }
+
+
+def documented_names() -> list[tuple[str, str]]:
+    """``(name, document)`` for every conversations name shown in the documents."""
+    found: set[tuple[str, str]] = set()
+    for path in DOCUMENTS:
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(REPO).as_posix()
+        blocks = FENCE.findall(text)
+        prose = FENCE.sub("", text)
+        names = set()
+        for block in blocks:
+            names |= _imports(block) | _dotted(block)
+        for span in BACKTICKS.findall(prose):
+            names |= _imports(span) | _dotted(span)
+        found |= {(name, where) for name in names}
+    return sorted(found)
+
+
+def resolve(name: str) -> object:
+    """Import the longest importable module prefix of ``name``, then walk its attributes."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            target: object = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise  # the module exists but imports something that is missing
+            continue
+        for attribute in parts[cut:]:
+            target = getattr(target, attribute)
+        return target
+    raise ModuleNotFoundError(name)
+
+
+CELERY_TASK_NAMES = _celery_task_names()
+NAMES = documented_names()
+
+
+def test_the_documents_show_names_to_check():
+    names = {name for name, _ in NAMES}
+    assert "conversations.tools.tool" in names
+    assert "conversations.domain.ChatMessage" in names
+    assert len(names) > 10
+    assert {"conversations.execute_run", "conversations.recover_runs"} == CELERY_TASK_NAMES
+
+
+@pytest.mark.parametrize(("name", "document"), NAMES, ids=[f"{n} ({d})" for n, d in NAMES])
+def test_a_documented_name_can_be_imported(name, document):
+    try:
+        resolve(name)
+    except (ImportError, AttributeError) as exc:
+        pytest.fail(f"{document} shows {name}, which cannot be imported: {exc}")
