@@ -19,7 +19,7 @@ of a 5-round turn spread over its rounds. The table's query and commit counts
 are exact per-round figures instead (counted between two model calls); the
 fixed part of a turn is printed under the table.
 
-The targets of issue 5 are printed with PASS/MISS. This is information, not a
+The performance targets (docs/performance.md) are printed with PASS/MISS. This is information, not a
 test: the exit code is 0 whatever the numbers (see docs/performance.md).
 """
 
@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 5
 CALLS_PER_ROUND = (1, 5, 20)
 DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
-# Issue 5: the largest acceptable ratio (ours / pydantic-ai) per database and k.
+# The targets: the largest acceptable ratio (ours / pydantic-ai) per database and k.
 TARGETS = {
     "sqlite": {1: 0.5, 5: 0.5, 20: 0.5},
     "postgresql": {1: 1.0, 5: 1.0, 20: 1.5},

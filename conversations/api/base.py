@@ -23,6 +23,7 @@ from rest_framework.serializers import Serializer
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from conversations import selectors
 from conversations.models import Conversation
 
 from .errors import QueryValidationError, exception_handler
@@ -92,7 +93,7 @@ class ConversationsAPIView(GenericAPIView):
 
     def owned_conversations(self) -> Any:
         """The requesting user's conversations: the only ones any view may touch."""
-        return Conversation.objects.filter(owner=self.request.user)
+        return selectors.owned_conversations(user=self.request.user)
 
     def get_conversation(self, conversation_id: Any) -> Conversation:
         """The user's conversation, else 404 (never 403: it may not exist at all)."""

@@ -208,6 +208,9 @@ class MessageSerializer(serializers.Serializer):
         allow_null=True,
         help_text="On a tool message: the id of the call it answers.",
     )
+    is_error = serializers.BooleanField(
+        help_text="On a tool message: the result reports a failure (always false on other roles)."
+    )
     run = serializers.UUIDField(source="run_id", allow_null=True)
     created_at = serializers.DateTimeField()
     model = serializers.CharField(allow_null=True)

@@ -281,7 +281,7 @@ class ConversationMessagesView(ConversationsAPIView):
             run = submit_message(
                 conversation=conversation, content=serializer.validated_data["content"]
             )
-        run = selectors.runs_with_calls(runs=Run.objects.filter(pk=run.pk)).get()
+        run = selectors.run_with_calls(run_id=run.pk)
         result = {
             "run": RunSerializer(run).data,
             "messages": MessageSerializer(selectors.run_messages(run=run), many=True).data,
@@ -322,7 +322,7 @@ class ConversationRunsView(ConversationsAPIView):
     )
     def get(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
-        runs = selectors.runs_with_calls(runs=Run.objects.filter(conversation=conversation))
+        runs = selectors.runs_with_calls(runs=conversation.runs.all())
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(RunSerializer(page, many=True).data)
 
@@ -337,7 +337,7 @@ class RunDetailView(ConversationsAPIView):
         tags=["runs"],
     )
     def get(self, request: Request, run_id: Any) -> Response:
-        runs = selectors.runs_with_calls(runs=Run.objects.filter(conversation__owner=request.user))
+        runs = selectors.runs_with_calls(runs=selectors.owned_runs(user=request.user))
         return Response(RunSerializer(get_object_or_404(runs, pk=run_id)).data)
 
 
@@ -359,9 +359,9 @@ class RunCancelView(ConversationsAPIView):
         tags=["runs"],
     )
     def post(self, request: Request, run_id: Any) -> Response:
-        run = get_object_or_404(Run.objects.filter(conversation__owner=request.user), pk=run_id)
+        run = get_object_or_404(selectors.owned_runs(user=request.user), pk=run_id)
         cancel_run(run=run)
-        run = selectors.runs_with_calls(runs=Run.objects.filter(pk=run.pk)).get()
+        run = selectors.run_with_calls(run_id=run.pk)
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 

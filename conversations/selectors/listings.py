@@ -35,8 +35,11 @@ __all__ = [
     "has_live_run",
     "has_running_run",
     "last_run_status",
+    "owned_conversations",
+    "owned_runs",
     "run_messages",
     "run_trace",
+    "run_with_calls",
     "runs_with_calls",
     "with_tool_calls",
 ]
@@ -135,6 +138,21 @@ def runs_with_calls(*, runs: QuerySet[Run]) -> QuerySet[Run]:
     return runs.select_related("profile").prefetch_related(
         Prefetch("messages", queryset=assistant, to_attr="assistant_messages")
     )
+
+
+def run_with_calls(*, run_id: Any) -> Run:
+    """One run, loaded as :func:`runs_with_calls` loads a list of them."""
+    return runs_with_calls(runs=Run.objects.filter(pk=run_id)).get()
+
+
+def owned_conversations(*, user: Any) -> QuerySet[Conversation]:
+    """The user's conversations: the only ones an API view may touch."""
+    return Conversation.objects.filter(owner=user)
+
+
+def owned_runs(*, user: Any) -> QuerySet[Run]:
+    """The runs of the user's conversations."""
+    return Run.objects.filter(conversation__owner=user)
 
 
 # The admin ------------------------------------------------------------------------------------

@@ -170,6 +170,8 @@ INVALID = [
         "/messages/2/tool_call_id",
     ),
     ("unanswered_tool_calls", [USER, CALLING, FINAL], "/messages/2"),
+    ("invalid_is_error", [USER, CALLING, {**ANSWER, "is_error": "yes"}], "/messages/2/is_error"),
+    ("is_error_not_allowed", [{**USER, "is_error": True}], "/messages/0/is_error"),
     ("unanswered_tool_calls", [USER, CALLING], "/messages/1/tool_calls/0"),
     (
         "unanswered_tool_calls",
@@ -244,3 +246,20 @@ def test_a_thousand_messages_are_accepted(api):
     response = api.post(IMPORT, {"messages": messages}, format="json")
     assert response.status_code == 201
     assert response.json()["message_count"] == 1000
+
+
+def test_an_error_result_keeps_its_flag_through_import_and_the_message_list(api):
+    failed = {**ANSWER, "content": 'Error: tool "get_weather" failed.', "is_error": True}
+    response = api.post(
+        IMPORT, {"title": "Failed", "messages": [USER, CALLING, failed, FINAL]}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    messages = api.get(
+        reverse("conversations:conversation-messages", args=[response.json()["id"]])
+    ).json()["results"]
+    assert [(m["role"], m["is_error"]) for m in messages] == [
+        ("user", False),
+        ("assistant", False),
+        ("tool", True),
+        ("assistant", False),
+    ]

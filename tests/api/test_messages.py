@@ -58,6 +58,7 @@ def test_history_has_every_field(api, history, conversation):
     assert weather["tool_call_id"] == first["id"] and product["tool_call_id"] == second["id"]
     assert product["content"] == "42"
     assert weather["model"] is None and weather["usage"] is None
+    assert [m["is_error"] for m in body["results"]] == [False] * 5
 
     assert answer["content"] == "Paris: light rain; 6*7 = 42."
     assert answer["finish_reason"] == "stop" and answer["tool_calls"] == []
@@ -67,6 +68,7 @@ def test_history_has_every_field(api, history, conversation):
         "role",
         "content",
         "tool_calls",
+        "is_error",
         "tool_call_id",
         "run",
         "created_at",
