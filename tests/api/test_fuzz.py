@@ -113,13 +113,13 @@ def _exercise(
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_schemathesis_finds_no_server_error(user, profile, conversation, capsys):
+def test_schemathesis_finds_no_server_error(user, profile, demo_conversation, capsys):
     token = Token.objects.create(user=user)
-    run = scripted_turn(conversation)
+    run = scripted_turn(demo_conversation)
     doomed = Conversation.objects.create(owner=user, title="To delete", profile=profile)
     headers = {"Authorization": f"Token {token.key}"}
     owned = {
-        "conversation_id": str(conversation.pk),
+        "conversation_id": str(demo_conversation.pk),
         "run_id": str(run.pk),
     }
     schema = schemathesis.openapi.from_wsgi(
