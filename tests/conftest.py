@@ -1,5 +1,9 @@
 """Shared fixtures; tests marked ``postgres`` are skipped on SQLite.
 
+The users, the offline demo provider, model and profile, and the conversations
+every package builds on are defined here once; package conftests keep only
+what is specific to them.
+
 The test process publishes Celery messages to a queue of its own (in Redis
 database ``TEST_REDIS_DB``, default 15), set here before anything uses the
 broker, so neither a developer's worker nor another test session on the same
@@ -13,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+
+from conversations.models import Conversation, LanguageModel, Profile, Provider
 
 TEST_REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "15"))
 BROKER_URL = f"redis://127.0.0.1:6379/{TEST_REDIS_DB}"
@@ -32,6 +38,8 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 CHROMIUM = Path("/usr/bin/chromium")
 
+SYSTEM_PROMPT = "You are terse."
+
 
 def pytest_collection_modifyitems(config, items):
     if connection.vendor == "postgresql":
@@ -40,6 +48,62 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+# No passwords: hashing one costs most of a second, and clients log in with
+# force_authenticate / force_login or a token.
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user(username="alice")
+
+
+@pytest.fixture
+def other_user(django_user_model):
+    return django_user_model.objects.create_user(username="mallory")
+
+
+@pytest.fixture
+def provider(db):
+    """The offline demo provider (no network)."""
+    return Provider.objects.create(slug="demo", name="Demo", adapter=Provider.Adapter.DEMO)
+
+
+@pytest.fixture
+def language_model(provider):
+    return LanguageModel.objects.create(provider=provider, model_id="demo-model")
+
+
+@pytest.fixture
+def profile(language_model):
+    """The default profile: the demo model, a system prompt, at most four iterations."""
+    return Profile.objects.create(
+        slug="demo",
+        name="Demo",
+        language_model=language_model,
+        system_prompt=SYSTEM_PROMPT,
+        is_default=True,
+        max_iterations=4,
+        temperature=0.5,
+        max_tokens=256,
+    )
+
+
+@pytest.fixture
+def conversation(user):
+    """An empty conversation of ``user`` without a profile."""
+    return Conversation.objects.create(owner=user, title="Weather")
+
+
+@pytest.fixture
+def other_conversation(user):
+    """A second empty conversation of the same ``user``."""
+    return Conversation.objects.create(owner=user, title="Other")
+
+
+@pytest.fixture
+def demo_conversation(user, profile):
+    """An empty conversation of ``user`` on the demo ``profile``."""
+    return Conversation.objects.create(owner=user, title="Weather talk", profile=profile)
 
 
 @dataclass(frozen=True)

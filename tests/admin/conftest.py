@@ -42,7 +42,8 @@ def _admin_settings(settings):
 
 
 @pytest.fixture
-def provider(db):
+def openai_provider(db):
+    """An OpenAI provider whose key comes from an environment variable."""
     return Provider.objects.create(
         slug="openai",
         name="OpenAI",
@@ -52,22 +53,17 @@ def provider(db):
 
 
 @pytest.fixture
-def language_model(provider):
+def openai_model(openai_provider):
     return LanguageModel.objects.create(
-        provider=provider, model_id="gpt-test", name="GPT test", max_output_tokens=1000
+        provider=openai_provider, model_id="gpt-test", name="GPT test", max_output_tokens=1000
     )
 
 
 @pytest.fixture
-def profile(language_model):
+def openai_profile(openai_model):
     return Profile.objects.create(
-        slug="assistant", name="Assistant", language_model=language_model, is_default=True
+        slug="assistant", name="Assistant", language_model=openai_model, is_default=True
     )
-
-
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_user(username="alice")
 
 
 def _traceback() -> str:
@@ -216,5 +212,5 @@ def build_history(owner, profile) -> History:
 
 
 @pytest.fixture
-def history(owner, profile) -> History:
-    return build_history(owner, profile)
+def history(user, openai_profile) -> History:
+    return build_history(user, openai_profile)

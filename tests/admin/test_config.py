@@ -85,16 +85,18 @@ def run_action(client, model, action, objects):
 # Keys ----------------------------------------------------------------------------------
 
 
-def test_key_value_never_appears_on_any_page(admin_client, key_set, profile, provider, history):
-    language_model = profile.language_model
+def test_key_value_never_appears_on_any_page(
+    admin_client, key_set, openai_profile, openai_provider, history
+):
+    language_model = openai_profile.language_model
     pages = [
         admin_url(Provider, "changelist"),
-        admin_url(provider),
+        admin_url(openai_provider),
         admin_url(Provider, "add"),
         admin_url(LanguageModel, "changelist"),
         admin_url(language_model),
         admin_url(Profile, "changelist"),
-        admin_url(profile),
+        admin_url(openai_profile),
         admin_url(ToolSetting, "changelist"),
         admin_url(history.conversation),
         admin_url(history.run),
@@ -105,14 +107,14 @@ def test_key_value_never_appears_on_any_page(admin_client, key_set, profile, pro
     listing = html(admin_client.get(admin_url(Provider, "changelist")))
     assert f"env:{KEY_VARIABLE}" in listing
     assert 'alt="True"' in listing  # the "key resolves" icon
-    detail = html(admin_client.get(admin_url(provider)))
+    detail = html(admin_client.get(admin_url(openai_provider)))
     assert "The reference resolves (the value is never shown)." in detail
 
 
-def test_unresolvable_key_is_reported(admin_client, key_unset, provider):
+def test_unresolvable_key_is_reported(admin_client, key_unset, openai_provider):
     listing = html(admin_client.get(admin_url(Provider, "changelist")))
     assert 'alt="False"' in listing
-    detail = html(admin_client.get(admin_url(provider)))
+    detail = html(admin_client.get(admin_url(openai_provider)))
     assert "The reference does not resolve." in detail
     assert f"Set the environment variable {KEY_VARIABLE}." in detail
 
@@ -127,41 +129,43 @@ def test_keyless_adapter_shows_unknown_not_false(admin_client):
 
 
 def test_test_connection_with_unresolvable_key_sends_nothing(
-    admin_client, key_unset, provider, language_model, vendor
+    admin_client, key_unset, openai_provider, openai_model, vendor
 ):
-    provider.base_url = vendor.url
-    provider.save()
-    page = run_action(admin_client, Provider, "test_connection", [provider])
+    openai_provider.base_url = vendor.url
+    openai_provider.save()
+    page = run_action(admin_client, Provider, "test_connection", [openai_provider])
     assert "Provider &quot;openai&quot;: configuration_error:" in page
     assert f"env:{KEY_VARIABLE}" in page and "does not resolve" in page
     assert vendor.requests == []
 
 
 def test_test_connection_reports_code_and_detail_never_the_key(
-    admin_client, key_set, provider, language_model, vendor
+    admin_client, key_set, openai_provider, openai_model, vendor
 ):
-    provider.base_url = vendor.url
-    provider.save()
-    page = run_action(admin_client, Provider, "test_connection", [provider])
+    openai_provider.base_url = vendor.url
+    openai_provider.save()
+    page = run_action(admin_client, Provider, "test_connection", [openai_provider])
     assert vendor.requests == ["/v1/chat/completions"]
     assert "provider_authentication_failed" in page and "HTTP 401" in page
     assert SECRET not in page
 
 
-def test_test_connection_sends_exactly_one_request(admin_client, key_set, provider, language_model):
+def test_test_connection_sends_exactly_one_request(
+    admin_client, key_set, openai_provider, openai_model
+):
     failing = FakeVendor(503)
     try:
-        provider.base_url = failing.url
-        provider.max_retries = 3
-        provider.save()
-        page = run_action(admin_client, Provider, "test_connection", [provider])
+        openai_provider.base_url = failing.url
+        openai_provider.max_retries = 3
+        openai_provider.save()
+        page = run_action(admin_client, Provider, "test_connection", [openai_provider])
     finally:
         failing.close()
     assert len(failing.requests) == 1  # no retries, whatever the record says
     assert "provider_http_error" in page and "HTTP 503" in page
     assert SECRET not in page
-    provider.refresh_from_db()
-    assert provider.max_retries == 3  # the record is untouched
+    openai_provider.refresh_from_db()
+    assert openai_provider.max_retries == 3  # the record is untouched
 
 
 def test_test_connection_succeeds_on_the_offline_demo(admin_client):
@@ -171,23 +175,25 @@ def test_test_connection_succeeds_on_the_offline_demo(admin_client):
     assert "Provider &quot;demo&quot;: connection OK (demo-1 answered in" in page
 
 
-def test_test_connection_without_a_model_warns(admin_client, key_set, provider):
-    page = run_action(admin_client, Provider, "test_connection", [provider])
+def test_test_connection_without_a_model_warns(admin_client, key_set, openai_provider):
+    page = run_action(admin_client, Provider, "test_connection", [openai_provider])
     assert "no active language model to test with" in page
 
 
-def test_profile_test_connection(admin_client, key_set, profile, provider, vendor):
-    provider.base_url = vendor.url
-    provider.save()
-    page = run_action(admin_client, Profile, "test_connection", [profile])
+def test_profile_test_connection(admin_client, key_set, openai_profile, openai_provider, vendor):
+    openai_provider.base_url = vendor.url
+    openai_provider.save()
+    page = run_action(admin_client, Profile, "test_connection", [openai_profile])
     assert "Profile &quot;assistant&quot;: provider_authentication_failed" in page
     assert SECRET not in page
     assert len(vendor.requests) == 1
 
 
-def test_profile_test_connection_reports_an_inactive_provider(admin_client, key_set, profile):
+def test_profile_test_connection_reports_an_inactive_provider(
+    admin_client, key_set, openai_profile
+):
     Provider.objects.update(is_active=False)
-    page = run_action(admin_client, Profile, "test_connection", [profile])
+    page = run_action(admin_client, Profile, "test_connection", [openai_profile])
     assert "Profile &quot;assistant&quot;: configuration_error" in page
 
 
@@ -269,11 +275,11 @@ def test_key_field_refuses_anything_but_a_reference_and_never_echoes_it(admin_cl
         assert SECRET not in page
 
 
-def profile_data(language_model, **overrides):
+def profile_data(openai_model, **overrides):
     data = {
         "name": "Research",
         "slug": "research",
-        "language_model": str(language_model.pk),
+        "language_model": str(openai_model.pk),
         "system_prompt": "",
         "temperature": "",
         "max_tokens": "",
@@ -290,9 +296,9 @@ def profile_data(language_model, **overrides):
     ("value", "saved"),
     [("", None), ("null", None), ('["get_weather", "calculate"]', ["get_weather", "calculate"])],
 )
-def test_profile_allowed_tools_accepts_null_or_names(admin_client, language_model, value, saved):
+def test_profile_allowed_tools_accepts_null_or_names(admin_client, openai_model, value, saved):
     response = admin_client.post(
-        admin_url(Profile, "add"), profile_data(language_model, allowed_tools=value)
+        admin_url(Profile, "add"), profile_data(openai_model, allowed_tools=value)
     )
     assert response.status_code == 302
     assert Profile.objects.get(slug="research").allowed_tools == saved
@@ -313,32 +319,28 @@ def test_profile_allowed_tools_accepts_null_or_names(admin_client, language_mode
         ),
     ],
 )
-def test_profile_validation_names_the_field(
-    admin_client, language_model, field, overrides, message
-):
-    response = admin_client.post(
-        admin_url(Profile, "add"), profile_data(language_model, **overrides)
-    )
+def test_profile_validation_names_the_field(admin_client, openai_model, field, overrides, message):
+    response = admin_client.post(admin_url(Profile, "add"), profile_data(openai_model, **overrides))
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
     assert list(errors) == [field]
     assert message in errors[field][0]
 
 
-def test_profile_form_labels_models_with_their_provider(admin_client, language_model):
+def test_profile_form_labels_models_with_their_provider(admin_client, openai_model):
     page = html(admin_client.get(admin_url(Profile, "add")))
     assert "OpenAI · GPT test" in page
 
 
-def test_configuration_pages_render(admin_client, key_set, profile):
-    language_model = profile.language_model
+def test_configuration_pages_render(admin_client, key_set, openai_profile):
+    language_model = openai_profile.language_model
     for model in (Provider, LanguageModel, Profile, ToolSetting):
         html(admin_client.get(admin_url(model, "changelist") + "?_facets=1"))
     for url in (
         admin_url(LanguageModel, "add"),
         admin_url(Profile, "add"),
         admin_url(language_model),
-        admin_url(profile),
+        admin_url(openai_profile),
     ):
         html(admin_client.get(url))
 
@@ -409,9 +411,9 @@ def test_unregistered_tool_is_marked(admin_client):
 # Sampling parameters -------------------------------------------------------------------
 
 
-def model_data(provider, **overrides):
+def model_data(openai_provider, **overrides):
     data = {
-        "provider": str(provider.pk),
+        "provider": str(openai_provider.pk),
         "model_id": "claude-test",
         "name": "",
         "context_window": "",
@@ -429,10 +431,10 @@ def model_data(provider, **overrides):
     ("value", "saved"), [("", None), ("[]", []), ('["temperature"]', ["temperature"])]
 )
 def test_model_sampling_parameters_accepts_empty_none_or_known_names(
-    admin_client, provider, value, saved
+    admin_client, openai_provider, value, saved
 ):
     response = admin_client.post(
-        admin_url(LanguageModel, "add"), model_data(provider, sampling_parameters=value)
+        admin_url(LanguageModel, "add"), model_data(openai_provider, sampling_parameters=value)
     )
     assert response.status_code == 302
     assert LanguageModel.objects.get(model_id="claude-test").sampling_parameters == saved
@@ -448,10 +450,10 @@ def test_model_sampling_parameters_accepts_empty_none_or_known_names(
     ],
 )
 def test_model_sampling_parameters_errors_name_the_field_and_value(
-    admin_client, provider, value, message
+    admin_client, openai_provider, value, message
 ):
     response = admin_client.post(
-        admin_url(LanguageModel, "add"), model_data(provider, sampling_parameters=value)
+        admin_url(LanguageModel, "add"), model_data(openai_provider, sampling_parameters=value)
     )
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
@@ -460,8 +462,8 @@ def test_model_sampling_parameters_errors_name_the_field_and_value(
     assert message in errors["sampling_parameters"][0]
 
 
-def test_model_admin_shows_sampling_parameters_with_help(admin_client, language_model):
-    page = html(admin_client.get(admin_url(language_model)))
+def test_model_admin_shows_sampling_parameters_with_help(admin_client, openai_model):
+    page = html(admin_client.get(admin_url(openai_model)))
     assert 'name="sampling_parameters"' in page
     assert "The sampling parameters this model accepts" in page
 

@@ -191,9 +191,9 @@ def date_choice(client, url, title, display):
     return choice["query_string"]
 
 
-def test_run_filter_by_profile_and_date(admin_client, history, profile):
+def test_run_filter_by_profile_and_date(admin_client, history, openai_profile):
     url = admin_url(Run, "changelist")
-    response = admin_client.get(url, {"profile__id__exact": profile.pk})
+    response = admin_client.get(url, {"profile__id__exact": openai_profile.pk})
     assert len(html(response) and response.context["cl"].result_list) == 6
     for display, count in (("Past 7 days", 6), ("This year", 6)):
         query = date_choice(admin_client, url, "started at", display)
@@ -250,9 +250,9 @@ def test_message_search_by_content(admin_client, history):
     assert [m.position for m in response.context["cl"].result_list] == [5]
 
 
-def test_conversation_filters_by_profile_and_created_date(admin_client, history, profile):
+def test_conversation_filters_by_profile_and_created_date(admin_client, history, openai_profile):
     url = admin_url(Conversation, "changelist")
-    response = admin_client.get(url, {"profile__id__exact": profile.pk})
+    response = admin_client.get(url, {"profile__id__exact": openai_profile.pk})
     html(response)
     assert history.open_conversation not in response.context["cl"].result_list
     response = admin_client.get(url + date_choice(admin_client, url, "created at", "Today"))
@@ -346,9 +346,11 @@ def test_superuser_deletes_a_whole_conversation(admin_client, history):
     assert Conversation.objects.filter(pk=history.open_conversation.pk).exists()
 
 
-def test_conversation_with_a_live_run_cannot_be_deleted(admin_client, history, owner, profile):
-    busy = create_conversation(owner=owner, title="Live", profile=profile)
-    add_run(busy, profile, Run.Status.RUNNING)  # a fresh heartbeat: its process is alive
+def test_conversation_with_a_live_run_cannot_be_deleted(
+    admin_client, history, user, openai_profile
+):
+    busy = create_conversation(owner=user, title="Live", profile=openai_profile)
+    add_run(busy, openai_profile, Run.Status.RUNNING)  # a fresh heartbeat: its process is alive
     assert admin_client.get(admin_url(busy, "delete")).status_code == 403
     response = admin_client.post(
         admin_url(Conversation, "changelist"),
@@ -377,7 +379,7 @@ def test_admin_delete_recovers_a_dead_run_like_the_api(admin_client, history):
     assert not Run.objects.filter(pk=history.stale_run.pk).exists()
 
 
-def test_admin_bulk_delete_goes_through_the_service(admin_client, history, owner, profile):
+def test_admin_bulk_delete_goes_through_the_service(admin_client, history, user, openai_profile):
     dead = history.stale_run.conversation
     response = admin_client.post(
         admin_url(Conversation, "changelist"),
@@ -388,14 +390,14 @@ def test_admin_bulk_delete_goes_through_the_service(admin_client, history, owner
     assert not Conversation.objects.filter(pk=dead.pk).exists()
 
 
-def test_a_run_started_after_confirmation_stops_the_delete(admin_client, owner, profile):
+def test_a_run_started_after_confirmation_stops_the_delete(admin_client, user, openai_profile):
     from django.contrib import admin as django_admin
     from django.test import RequestFactory
 
     from conversations.admin.history import ConversationAdmin
 
-    conversation = create_conversation(owner=owner, title="Raced", profile=profile)
-    add_run(conversation, profile, Run.Status.RUNNING)
+    conversation = create_conversation(owner=user, title="Raced", profile=openai_profile)
+    add_run(conversation, openai_profile, Run.Status.RUNNING)
     model_admin = ConversationAdmin(Conversation, django_admin.site)
     request = RequestFactory().post("/")
     from django.core.exceptions import PermissionDenied
@@ -405,8 +407,8 @@ def test_a_run_started_after_confirmation_stops_the_delete(admin_client, owner, 
     assert Conversation.objects.filter(pk=conversation.pk).exists()
 
 
-def test_the_transcript_marks_error_results(admin_client, owner):
-    conversation = create_conversation(owner=owner, title="Errors")
+def test_the_transcript_marks_error_results(admin_client, user):
+    conversation = create_conversation(owner=user, title="Errors")
     append_messages(
         conversation=conversation,
         messages=[
@@ -446,10 +448,10 @@ def test_staff_without_superuser_cannot_delete_conversations(client, django_user
 # Actions -----------------------------------------------------------------------------
 
 
-def test_recover_action_interrupts_only_stale_runs(admin_client, history, owner, profile):
+def test_recover_action_interrupts_only_stale_runs(admin_client, history, user, openai_profile):
     stale = history.stale_run
-    live_conversation = create_conversation(owner=owner, title="Live")
-    live = add_run(live_conversation, profile, Run.Status.RUNNING)
+    live_conversation = create_conversation(owner=user, title="Live")
+    live = add_run(live_conversation, openai_profile, Run.Status.RUNNING)
     response = admin_client.post(
         admin_url(Run, "changelist"),
         {
@@ -470,8 +472,10 @@ def test_recover_action_interrupts_only_stale_runs(admin_client, history, owner,
     assert call.results.get().content.startswith('Error: tool "get_current_time" was interrupted')
 
 
-def test_cancel_action_flags_running_runs_only(admin_client, history, owner, profile):
-    live = add_run(create_conversation(owner=owner, title="Live"), profile, Run.Status.RUNNING)
+def test_cancel_action_flags_running_runs_only(admin_client, history, user, openai_profile):
+    live = add_run(
+        create_conversation(owner=user, title="Live"), openai_profile, Run.Status.RUNNING
+    )
     Run.objects.filter(pk=live.pk).update(claimed_at=live.started_at, worker="host:1")
     response = admin_client.post(
         admin_url(Run, "changelist"),
@@ -520,10 +524,10 @@ def test_actions_need_the_change_permission(client, django_user_model, history):
 # Query counts ------------------------------------------------------------------------
 
 
-def _many_conversations(owner, profile, count):
+def _many_conversations(user, openai_profile, count):
     for index in range(count):
-        conversation = create_conversation(owner=owner, title=f"c{index}", profile=profile)
-        run = add_run(conversation, profile, Run.Status.COMPLETED)
+        conversation = create_conversation(owner=user, title=f"c{index}", profile=openai_profile)
+        run = add_run(conversation, openai_profile, Run.Status.COMPLETED)
         append_messages(
             conversation=conversation,
             messages=[ChatMessage.user("hi"), ChatMessage.assistant("hello")],
@@ -543,12 +547,12 @@ CONVERSATION_CHANGELIST_MAX_QUERIES = 6
 
 
 def test_conversation_changelist_queries_are_bounded(
-    admin_client, owner, profile, django_assert_max_num_queries
+    admin_client, user, openai_profile, django_assert_max_num_queries
 ):
     url = admin_url(Conversation, "changelist")
-    _many_conversations(owner, profile, 10)
+    _many_conversations(user, openai_profile, 10)
     with_ten = _queries(admin_client, url)
-    _many_conversations(owner, profile, 90)
+    _many_conversations(user, openai_profile, 90)
     with django_assert_max_num_queries(CONVERSATION_CHANGELIST_MAX_QUERIES):
         response = admin_client.get(url)
     assert len(response.context["cl"].result_list) == 100
@@ -561,24 +565,24 @@ OTHER_CHANGELIST_MAX_QUERIES = {Run: 10, ToolCall: 6, Message: 5}
 
 
 def test_other_changelists_have_constant_queries(
-    admin_client, owner, profile, django_assert_max_num_queries
+    admin_client, user, openai_profile, django_assert_max_num_queries
 ):
-    _many_conversations(owner, profile, 5)
+    _many_conversations(user, openai_profile, 5)
     before = {
         m: _queries(admin_client, admin_url(m, "changelist")) for m in OTHER_CHANGELIST_MAX_QUERIES
     }
-    _many_conversations(owner, profile, 95)
+    _many_conversations(user, openai_profile, 95)
     for model, bound in OTHER_CHANGELIST_MAX_QUERIES.items():
         with django_assert_max_num_queries(bound):
             assert admin_client.get(admin_url(model, "changelist")).status_code == 200
         assert _queries(admin_client, admin_url(model, "changelist")) == before[model]
 
 
-def test_change_pages_have_constant_queries(admin_client, owner, profile):
-    small = create_conversation(owner=owner, title="small", profile=profile)
-    large = create_conversation(owner=owner, title="large", profile=profile)
+def test_change_pages_have_constant_queries(admin_client, user, openai_profile):
+    small = create_conversation(owner=user, title="small", profile=openai_profile)
+    large = create_conversation(owner=user, title="large", profile=openai_profile)
     for conversation, turns in ((small, 1), (large, 12)):
-        run = add_run(conversation, profile, Run.Status.COMPLETED)
+        run = add_run(conversation, openai_profile, Run.Status.COMPLETED)
         for turn in range(turns):
             ids = [f"t{turn}_{i}" for i in range(3)]
             append_messages(

@@ -1,4 +1,7 @@
-"""Fixtures for API tests: two users, the offline demo profile, histories with tool calls.
+"""Fixtures for API tests: API clients for both users, histories with tool calls.
+
+The users, the offline demo profile and ``demo_conversation`` come from
+``tests/conftest.py``.
 
 Realistic histories are made with the tool loop itself, driven by a
 ``ScriptedProvider`` handed to ``run_tool_loop``; the views under test only
@@ -13,11 +16,9 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from conversations.domain import Usage
-from conversations.models import Conversation, LanguageModel, Profile, Provider, Run
+from conversations.models import Conversation, Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import run_tool_loop
-
-SYSTEM_PROMPT = "You are terse."
 
 
 @pytest.fixture(autouse=True)
@@ -27,18 +28,6 @@ def _no_throttling(settings):
     cache.clear()
     yield
     cache.clear()
-
-
-# No passwords: hashing one costs most of a second, and clients log in with
-# force_authenticate / force_login or a token.
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user(username="alice")
-
-
-@pytest.fixture
-def other_user(django_user_model):
-    return django_user_model.objects.create_user(username="mallory")
 
 
 @pytest.fixture
@@ -61,32 +50,8 @@ def anonymous():
 
 
 @pytest.fixture
-def demo_model(db):
-    provider = Provider.objects.create(slug="demo", name="Demo", adapter=Provider.Adapter.DEMO)
-    return LanguageModel.objects.create(provider=provider, model_id="demo-model")
-
-
-@pytest.fixture
-def profile(demo_model):
-    return Profile.objects.create(
-        slug="demo",
-        name="Demo",
-        language_model=demo_model,
-        system_prompt=SYSTEM_PROMPT,
-        is_default=True,
-        max_iterations=4,
-        temperature=0.5,
-        max_tokens=256,
-    )
-
-
-@pytest.fixture
-def conversation(user, profile):
-    return Conversation.objects.create(owner=user, title="Weather talk", profile=profile)
-
-
-@pytest.fixture
-def other_conversation(other_user, profile):
+def other_users_conversation(other_user, profile):
+    """A conversation of ``other_user`` on the demo profile: what ``user`` must never see."""
     return Conversation.objects.create(owner=other_user, title="Secret", profile=profile)
 
 
@@ -109,19 +74,19 @@ def scripted_turn(conversation, content="Weather in Paris, and 6*7?"):
 
 
 @pytest.fixture
-def history(conversation):
-    """``conversation`` after one scripted run: user, assistant(2 calls), 2 tools, assistant."""
-    return scripted_turn(conversation)
+def history(demo_conversation):
+    """``demo_conversation`` after one scripted run: user, assistant(2 calls), 2 tools, assistant."""
+    return scripted_turn(demo_conversation)
 
 
 @pytest.fixture
-def other_run(other_conversation):
-    return scripted_turn(other_conversation)
+def other_run(other_users_conversation):
+    return scripted_turn(other_users_conversation)
 
 
 @pytest.fixture
-def running_run(conversation):
-    """A live run on ``conversation`` (fresh heartbeat), as if another request were looping."""
+def running_run(demo_conversation):
+    """A live run on ``demo_conversation`` (fresh heartbeat), as if another request were looping."""
     return Run.objects.create(
-        conversation=conversation, status=Run.Status.RUNNING, max_iterations=3
+        conversation=demo_conversation, status=Run.Status.RUNNING, max_iterations=3
     )

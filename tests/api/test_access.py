@@ -37,9 +37,9 @@ BODIES = {
 }
 
 
-def _url(name, kind, conversation, run):
+def _url(name, kind, demo_conversation, run):
     if kind == "conversation":
-        return reverse(f"conversations:{name}", args=[conversation.pk])
+        return reverse(f"conversations:{name}", args=[demo_conversation.pk])
     if kind == "run":
         return reverse(f"conversations:{name}", args=[run.pk])
     return reverse(f"conversations:{name}")
@@ -47,9 +47,9 @@ def _url(name, kind, conversation, run):
 
 @pytest.mark.parametrize(("method", "name", "kind"), ENDPOINTS)
 def test_anonymous_requests_are_401_with_the_error_shape(
-    anonymous, other_conversation, other_run, method, name, kind
+    anonymous, other_users_conversation, other_run, method, name, kind
 ):
-    url = _url(name, kind, other_conversation, other_run)
+    url = _url(name, kind, other_users_conversation, other_run)
     response = getattr(anonymous, method)(url, BODIES.get((method, name)), format="json")
     assert response.status_code == 401
     assert response["WWW-Authenticate"] == "Token"
@@ -62,17 +62,17 @@ def test_anonymous_requests_are_401_with_the_error_shape(
 
 @pytest.mark.parametrize(("method", "name", "kind"), OWNED)
 def test_another_users_objects_are_404_everywhere(
-    api, other_conversation, other_run, method, name, kind
+    api, other_users_conversation, other_run, method, name, kind
 ):
     before = (Message.objects.count(), Run.objects.count())
-    url = _url(name, kind, other_conversation, other_run)
+    url = _url(name, kind, other_users_conversation, other_run)
     response = getattr(api, method)(url, BODIES.get((method, name)), format="json")
     assert response.status_code == 404
     assert response.json() == {"code": "not_found", "detail": "Not found.", "errors": []}
     # Nothing was changed, and the conversation still has its owner's title.
     assert (Message.objects.count(), Run.objects.count()) == before
-    other_conversation.refresh_from_db()
-    assert other_conversation.title == "Secret"
+    other_users_conversation.refresh_from_db()
+    assert other_users_conversation.title == "Secret"
 
 
 @pytest.mark.parametrize(("method", "name", "kind"), OWNED)
@@ -87,20 +87,22 @@ def test_a_missing_object_is_the_same_404(api, history, method, name, kind):
     assert response.json()["code"] == "not_found"
 
 
-def test_another_users_conversations_are_not_listed(api, conversation, other_conversation):
+def test_another_users_conversations_are_not_listed(
+    api, demo_conversation, other_users_conversation
+):
     response = api.get(reverse("conversations:conversation-list"))
-    assert [c["id"] for c in response.json()["results"]] == [str(conversation.pk)]
+    assert [c["id"] for c in response.json()["results"]] == [str(demo_conversation.pk)]
 
 
-def test_a_token_authenticates(user, conversation):
+def test_a_token_authenticates(user, demo_conversation):
     token = Token.objects.create(user=user)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    response = client.get(reverse("conversations:conversation-detail", args=[conversation.pk]))
+    response = client.get(reverse("conversations:conversation-detail", args=[demo_conversation.pk]))
     assert response.status_code == 200
 
 
-def test_a_wrong_token_is_401(conversation):
+def test_a_wrong_token_is_401(demo_conversation):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION="Token not-a-key")
     response = client.get(reverse("conversations:conversation-list"))
@@ -108,10 +110,10 @@ def test_a_wrong_token_is_401(conversation):
     assert response.json()["code"] == "authentication_failed"
 
 
-def test_a_session_authenticates_and_unsafe_requests_need_csrf(user, conversation):
+def test_a_session_authenticates_and_unsafe_requests_need_csrf(user, demo_conversation):
     client = APIClient(enforce_csrf_checks=True)
     client.force_login(user)
-    url = reverse("conversations:conversation-detail", args=[conversation.pk])
+    url = reverse("conversations:conversation-detail", args=[demo_conversation.pk])
     assert client.get(url).status_code == 200
     response = client.patch(url, {"title": "new"}, format="json")
     assert response.status_code == 403
@@ -119,7 +121,7 @@ def test_a_session_authenticates_and_unsafe_requests_need_csrf(user, conversatio
     assert "CSRF" in response.json()["detail"]
 
 
-def test_without_authtoken_installed_sessions_still_work(settings, user, conversation):
+def test_without_authtoken_installed_sessions_still_work(settings, user, demo_conversation):
     settings.INSTALLED_APPS = [
         a for a in settings.INSTALLED_APPS if a != "rest_framework.authtoken"
     ]

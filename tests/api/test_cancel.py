@@ -23,8 +23,8 @@ def cancel_url(run):
     return reverse("conversations:run-cancel", args=[run.pk])
 
 
-def test_cancelling_a_running_run_answers_202_with_the_run(api, conversation):
-    run = start_run(conversation=conversation, content="hi")
+def test_cancelling_a_running_run_answers_202_with_the_run(api, demo_conversation):
+    run = start_run(conversation=demo_conversation, content="hi")
     claim_run(run=run)  # a process is working on it
     response = api.post(cancel_url(run))
     assert response.status_code == 202
@@ -34,11 +34,11 @@ def test_cancelling_a_running_run_answers_202_with_the_run(api, conversation):
     assert Run.objects.get(pk=run.pk).cancel_requested
 
 
-def test_a_run_waiting_for_a_worker_is_cancelled_at_once(api, conversation):
-    run = start_run(conversation=conversation, content="hi")
+def test_a_run_waiting_for_a_worker_is_cancelled_at_once(api, demo_conversation):
+    run = start_run(conversation=demo_conversation, content="hi")
     body = api.post(cancel_url(run)).json()
     assert body["status"] == "cancelled" and body["error_code"] == "run_cancelled"
-    assert [m.role for m in get_history(conversation=conversation)] == ["user"]
+    assert [m.role for m in get_history(conversation=demo_conversation)] == ["user"]
 
 
 def test_an_ended_run_is_409(api, history):
@@ -47,8 +47,8 @@ def test_an_ended_run_is_409(api, history):
     assert response.json()["code"] == "run_not_running"
 
 
-def test_another_users_run_is_404_and_untouched(other_api, conversation):
-    run = start_run(conversation=conversation, content="hi")
+def test_another_users_run_is_404_and_untouched(other_api, demo_conversation):
+    run = start_run(conversation=demo_conversation, content="hi")
     response = other_api.post(cancel_url(run))
     assert response.status_code == 404 and response.json()["code"] == "not_found"
     assert not Run.objects.get(pk=run.pk).cancel_requested
@@ -61,7 +61,7 @@ def test_cancel_needs_credentials(anonymous, history):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_inline_run_cancelled_by_a_second_request(user, conversation):
+def test_inline_run_cancelled_by_a_second_request(user, demo_conversation):
     """The POST runs the loop in one thread; a second client cancels it from another."""
     in_tool = threading.Event()
     release = threading.Event()
@@ -79,7 +79,7 @@ def test_inline_run_cancelled_by_a_second_request(user, conversation):
 
         poster = APIClient()
         poster.force_authenticate(user)
-        url = reverse("conversations:conversation-messages", args=[conversation.pk])
+        url = reverse("conversations:conversation-messages", args=[demo_conversation.pk])
         answer = {}
 
         def post_message():
@@ -96,7 +96,7 @@ def test_inline_run_cancelled_by_a_second_request(user, conversation):
         thread.start()
         try:
             assert in_tool.wait(10), "the first tool never started"
-            run = Run.objects.get(conversation=conversation, status=Run.Status.RUNNING)
+            run = Run.objects.get(conversation=demo_conversation, status=Run.Status.RUNNING)
             canceller = APIClient()
             canceller.force_authenticate(user)
             cancelled = canceller.post(cancel_url(run))
@@ -114,7 +114,7 @@ def test_inline_run_cancelled_by_a_second_request(user, conversation):
     assert executed == ["a"]  # the running tool finished, the other never started
     statuses = [c["status"] for c in body["run"]["tool_calls"]]
     assert statuses == [ToolCallRow.Status.SUCCEEDED, ToolCallRow.Status.CANCELLED]
-    history = get_history(conversation=conversation)
+    history = get_history(conversation=demo_conversation)
     assert [m.role for m in history] == ["user", "assistant", "tool", "tool"]
     assert history[-1].content == 'Error: tool "hold" was cancelled and did not complete.'
     assert_every_adapter_accepts(history)

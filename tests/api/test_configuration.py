@@ -65,8 +65,8 @@ def test_profiles_lists_active_profiles_without_any_key(api, profile):
     assert "api_key" not in response.content.decode()
 
 
-def test_the_default_profile_setting_decides_is_default(api, profile, demo_model, settings):
-    Profile.objects.create(slug="chosen", name="Chosen", language_model=demo_model)
+def test_the_default_profile_setting_decides_is_default(api, profile, language_model, settings):
+    Profile.objects.create(slug="chosen", name="Chosen", language_model=language_model)
     settings.CONVERSATIONS = {"DEFAULT_PROFILE": "chosen"}
     defaults = [
         p["slug"] for p in api.get(reverse("conversations:profile-list")).json() if p["is_default"]

@@ -16,19 +16,19 @@ pytestmark = pytest.mark.django_db
 LIST = reverse("conversations:conversation-list")
 
 
-def detail(conversation):
-    return reverse("conversations:conversation-detail", args=[conversation.pk])
+def detail(demo_conversation):
+    return reverse("conversations:conversation-detail", args=[demo_conversation.pk])
 
 
-def test_list_shows_each_conversation_with_counts_and_last_run(api, history, conversation):
+def test_list_shows_each_conversation_with_counts_and_last_run(api, history, demo_conversation):
     response = api.get(LIST)
     assert response.status_code == 200
     body = response.json()
     assert body["previous"] is None and body["next"] is None
     (item,) = body["results"]
-    conversation.refresh_from_db()
+    demo_conversation.refresh_from_db()
     assert item == {
-        "id": str(conversation.pk),
+        "id": str(demo_conversation.pk),
         "title": "Weather talk",
         "profile": "demo",
         "metadata": {},
@@ -72,7 +72,7 @@ def test_list_cursor_pagination_walks_every_conversation_once(api, user):
         base64.b64encode(b"o=x").decode(),
     ],
 )
-def test_a_forged_cursor_is_a_400_not_a_crash(api, conversation, cursor):
+def test_a_forged_cursor_is_a_400_not_a_crash(api, demo_conversation, cursor):
     response = api.get(LIST, {"cursor": cursor})
     assert response.status_code == 400
     body = response.json()
@@ -80,7 +80,7 @@ def test_a_forged_cursor_is_a_400_not_a_crash(api, conversation, cursor):
     assert [(e["parameter"], e["code"]) for e in body["errors"]] == [("cursor", "invalid_cursor")]
 
 
-def test_search_rejects_text_no_database_can_compare(api, conversation):
+def test_search_rejects_text_no_database_can_compare(api, demo_conversation):
     response = api.get(LIST, {"q": "a\x00b"})
     assert response.status_code == 400
     assert response.json()["errors"] == [
@@ -149,8 +149,10 @@ def test_create_with_nothing(api):
         ),
     ],
 )
-def test_create_rejects_invalid_fields(api, demo_model, body, pointer, code):
-    Profile.objects.create(slug="inactive", name="Off", language_model=demo_model, is_active=False)
+def test_create_rejects_invalid_fields(api, language_model, body, pointer, code):
+    Profile.objects.create(
+        slug="inactive", name="Off", language_model=language_model, is_active=False
+    )
     response = api.post(LIST, body, format="json")
     assert response.status_code == 400
     data = response.json()
@@ -171,8 +173,8 @@ def test_only_json_is_accepted(api):
     assert response.json()["code"] == "unsupported_media_type"
 
 
-def test_wrong_method_is_405_in_the_error_shape(api, conversation):
-    response = api.put(detail(conversation), {"title": "x"}, format="json")
+def test_wrong_method_is_405_in_the_error_shape(api, demo_conversation):
+    response = api.put(detail(demo_conversation), {"title": "x"}, format="json")
     assert response.status_code == 405
     assert response.json() == {
         "code": "method_not_allowed",
@@ -181,49 +183,49 @@ def test_wrong_method_is_405_in_the_error_shape(api, conversation):
     }
 
 
-def test_show(api, history, conversation):
-    response = api.get(detail(conversation))
+def test_show(api, history, demo_conversation):
+    response = api.get(detail(demo_conversation))
     assert response.status_code == 200
     assert response.json()["message_count"] == 5
     assert response.json()["last_run"]["status"] == "completed"
 
 
-def test_patch_changes_only_what_is_sent(api, conversation, demo_model):
-    Profile.objects.create(slug="other", name="Other", language_model=demo_model)
-    conversation.metadata = {"keep": True}
-    conversation.save()
-    before = conversation.updated_at
-    response = api.patch(detail(conversation), {"profile": "other"}, format="json")
+def test_patch_changes_only_what_is_sent(api, demo_conversation, language_model):
+    Profile.objects.create(slug="other", name="Other", language_model=language_model)
+    demo_conversation.metadata = {"keep": True}
+    demo_conversation.save()
+    before = demo_conversation.updated_at
+    response = api.patch(detail(demo_conversation), {"profile": "other"}, format="json")
     assert response.status_code == 200
     assert response.json()["profile"] == "other"
     assert response.json()["title"] == "Weather talk"
     assert response.json()["metadata"] == {"keep": True}
-    conversation.refresh_from_db()
-    assert conversation.profile.slug == "other" and conversation.updated_at > before
+    demo_conversation.refresh_from_db()
+    assert demo_conversation.profile.slug == "other" and demo_conversation.updated_at > before
     response = api.patch(
-        detail(conversation), {"profile": None, "title": "", "metadata": {}}, format="json"
+        detail(demo_conversation), {"profile": None, "title": "", "metadata": {}}, format="json"
     )
     assert response.json()["profile"] is None
     assert response.json()["title"] == "" and response.json()["metadata"] == {}
 
 
-def test_patch_validates(api, conversation):
-    response = api.patch(detail(conversation), {"metadata": [1]}, format="json")
+def test_patch_validates(api, demo_conversation):
+    response = api.patch(detail(demo_conversation), {"metadata": [1]}, format="json")
     assert response.status_code == 400
     assert response.json()["errors"][0]["pointer"] == "/metadata"
 
 
-def test_delete_removes_the_history(api, history, conversation):
-    response = api.delete(detail(conversation))
+def test_delete_removes_the_history(api, history, demo_conversation):
+    response = api.delete(detail(demo_conversation))
     assert response.status_code == 204
-    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+    assert not Conversation.objects.filter(pk=demo_conversation.pk).exists()
     assert not Message.objects.exists() and not ToolCall.objects.exists()
     assert not Run.objects.exists()
-    assert api.get(detail(conversation)).status_code == 404
+    assert api.get(detail(demo_conversation)).status_code == 404
 
 
-def test_delete_while_a_run_is_running_is_409(api, conversation, running_run):
-    response = api.delete(detail(conversation))
+def test_delete_while_a_run_is_running_is_409(api, demo_conversation, running_run):
+    response = api.delete(detail(demo_conversation))
     assert response.status_code == 409
     assert response.json()["code"] == "conversation_busy"
-    assert Conversation.objects.filter(pk=conversation.pk).exists()
+    assert Conversation.objects.filter(pk=demo_conversation.pk).exists()

@@ -91,7 +91,7 @@ def read(client, run, **headers):
 # A finished run ---------------------------------------------------------------------------------
 
 
-def test_the_events_of_a_run_come_in_order_with_their_data(browser, history, conversation):
+def test_the_events_of_a_run_come_in_order_with_their_data(browser, history, demo_conversation):
     response, events = read(browser, history)
     assert response.status_code == 200
     assert response["Content-Type"] == "text/event-stream; charset=utf-8"
@@ -133,9 +133,9 @@ def test_nothing_left_is_a_204_so_event_source_stops(browser, history):
     assert response.status_code == 204
 
 
-def test_a_run_that_ended_without_messages(browser, conversation):
+def test_a_run_that_ended_without_messages(browser, demo_conversation):
     run = Run.objects.create(
-        conversation=conversation,
+        conversation=demo_conversation,
         status=Run.Status.FAILED,
         max_iterations=1,
         finished_at=timezone.now(),
@@ -195,7 +195,7 @@ def probe_tools():
         yield r
 
 
-def test_polls_during_a_run_only_ever_append(conversation, probe_tools):
+def test_polls_during_a_run_only_ever_append(demo_conversation, probe_tools):
     """Poll between every step of a real loop: no id ever goes back, nothing is missed."""
     seen: list = []
     polls: list[list[tuple[int, str]]] = []
@@ -231,7 +231,7 @@ def test_polls_during_a_run_only_ever_append(conversation, probe_tools):
             ask(scripted_text("all done")),
         ]
     )
-    run = start_run(conversation=conversation, content="go", provider=provider)
+    run = start_run(conversation=demo_conversation, content="go", provider=provider)
     stream = RunEventStream(run.pk)
     look()
     execute_run(run=run, provider=provider)
@@ -253,7 +253,7 @@ def test_polls_during_a_run_only_ever_append(conversation, probe_tools):
     assert replay[-1].type == "run_finished" and replay[-1].data["run"]["status"] == "completed"
 
 
-def test_a_cancelled_call_keeps_its_started_event(conversation, probe_tools):
+def test_a_cancelled_call_keeps_its_started_event(demo_conversation, probe_tools):
     @tool(registry=probe_tools)
     def stop(context: ToolContext) -> str:
         """Cancels its own run."""
@@ -274,7 +274,7 @@ def test_a_cancelled_call_keeps_its_started_event(conversation, probe_tools):
             )
         ]
     )
-    run = start_run(conversation=conversation, content="go", provider=provider)
+    run = start_run(conversation=demo_conversation, content="go", provider=provider)
     live = RunEventStream(run.pk)
     live.poll()
     execute_run(run=run, provider=provider)
@@ -297,8 +297,8 @@ class QuickStream(RunEventStream):
     keepalive_seconds = 0.05
 
 
-def test_an_idle_stream_sends_keep_alives_and_ends_with_the_run(conversation):
-    run = start_run(conversation=conversation, content="hi", provider=ScriptedProvider())
+def test_an_idle_stream_sends_keep_alives_and_ends_with_the_run(demo_conversation):
+    run = start_run(conversation=demo_conversation, content="hi", provider=ScriptedProvider())
     claim_run(run=run)
     stream = QuickStream(run.pk)
     chunks = stream.iter_sync(stream.poll())
@@ -310,8 +310,8 @@ def test_an_idle_stream_sends_keep_alives_and_ends_with_the_run(conversation):
     assert [e["event"] for e in parse(rest)] == ["run_finished"]
 
 
-def test_a_stream_ends_after_its_time_and_the_client_resumes(conversation):
-    run = start_run(conversation=conversation, content="hi", provider=ScriptedProvider())
+def test_a_stream_ends_after_its_time_and_the_client_resumes(demo_conversation):
+    run = start_run(conversation=demo_conversation, content="hi", provider=ScriptedProvider())
     claim_run(run=run)
 
     class Short(QuickStream):

@@ -13,8 +13,7 @@ from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
 from conversations.selectors import available_tools, history_for_provider
 from conversations.services.providers import completion_options
-
-from .conftest import SYSTEM_PROMPT
+from tests.conftest import SYSTEM_PROMPT
 
 pytestmark = pytest.mark.django_db
 
@@ -26,8 +25,8 @@ ADAPTERS = {
 }
 
 
-def export_url(conversation, fmt=None):
-    url = reverse("conversations:conversation-export", args=[conversation.pk])
+def export_url(demo_conversation, fmt=None):
+    url = reverse("conversations:conversation-export", args=[demo_conversation.pk])
     return url if fmt is None else f"{url}?format={fmt}"
 
 
@@ -40,32 +39,32 @@ def restricted(profile, history):
     return profile
 
 
-def expected(fmt, conversation, profile):
+def expected(fmt, demo_conversation, profile):
     tools = available_tools(allowed=profile.allowed_tools)
     specs = [tool.spec for tool in tools.values()]
-    history = history_for_provider(conversation=conversation, profile=profile)
+    history = history_for_provider(conversation=demo_conversation, profile=profile)
     options = completion_options(profile, tools_offered=bool(specs))
     return ADAPTERS[fmt]().build_payload(history, specs, options)
 
 
 @pytest.mark.parametrize("fmt", list(ADAPTERS))
-def test_export_equals_the_adapters_payload(api, conversation, restricted, fmt):
-    response = api.get(export_url(conversation, fmt))
+def test_export_equals_the_adapters_payload(api, demo_conversation, restricted, fmt):
+    response = api.get(export_url(demo_conversation, fmt))
     assert response.status_code == 200
-    assert response.json() == expected(fmt, conversation, restricted)
+    assert response.json() == expected(fmt, demo_conversation, restricted)
 
 
-def test_the_export_offers_the_profiles_tools_and_options(api, conversation, restricted):
-    body = api.get(export_url(conversation, "openai")).json()
+def test_the_export_offers_the_profiles_tools_and_options(api, demo_conversation, restricted):
+    body = api.get(export_url(demo_conversation, "openai")).json()
     assert {t["function"]["name"] for t in body["tools"]} == {"calculate", "get_weather"}
     assert body["tool_choice"] == "auto"
     assert body["temperature"] == 0.5
     assert body["model"] == "demo-model"
 
 
-def test_openai_is_the_wire_array_of_the_history(api, conversation, history):
-    body = api.get(export_url(conversation)).json()  # openai is the default
-    stored = history_for_provider(conversation=conversation, profile=conversation.profile)
+def test_openai_is_the_wire_array_of_the_history(api, demo_conversation, history):
+    body = api.get(export_url(demo_conversation)).json()  # openai is the default
+    stored = history_for_provider(conversation=demo_conversation, profile=demo_conversation.profile)
     assert body["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
     wire = [message.to_dict() for message in stored]
     # The one documented difference: an assistant turn that only calls tools
@@ -79,14 +78,14 @@ def test_openai_is_the_wire_array_of_the_history(api, conversation, history):
     assert isinstance(body["messages"][2]["tool_calls"][0]["function"]["arguments"], str)
 
 
-def test_export_sends_nothing_and_needs_no_key(api, conversation, history):
+def test_export_sends_nothing_and_needs_no_key(api, demo_conversation, history):
     # The demo profile has no key at all; the HTTP adapters get a placeholder.
     for fmt in ADAPTERS:
-        assert api.get(export_url(conversation, fmt)).status_code == 200
+        assert api.get(export_url(demo_conversation, fmt)).status_code == 200
 
 
-def test_an_unknown_format_is_400_listing_the_valid_ones(api, conversation):
-    response = api.get(export_url(conversation, "mistral"))
+def test_an_unknown_format_is_400_listing_the_valid_ones(api, demo_conversation):
+    response = api.get(export_url(demo_conversation, "mistral"))
     assert response.status_code == 400
     detail = "Unknown format; valid formats: openai, anthropic, gemini, ollama."
     assert response.json() == {

@@ -29,7 +29,10 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+from conversations.domain import Role, ToolCall
+from conversations.domain.messages import decode_arguments
 from conversations.models import Conversation
+from tests.strategies import argument_objects, histories, import_bodies, tool_calls
 
 from .conftest import scripted_turn
 
@@ -43,35 +46,31 @@ CHECKS = [
 ]
 
 
-@st.composite
-def _histories(draw):
-    """An import body whose tool calls are all answered (texts and ids are random)."""
-    messages = [{"role": "user", "content": draw(st.text(max_size=50))}]
-    for turn in range(draw(st.integers(0, 3))):
-        ids = draw(st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=3, unique=True))
-        calls = [
-            {
-                "id": f"{turn}-{call_id}",
-                "type": "function",
-                "function": {
-                    "name": draw(st.sampled_from(["get_weather", "calculate", "unknown"])),
-                    "arguments": draw(
-                        st.one_of(
-                            st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
-                            st.text(max_size=20),
-                        )
-                    ),
-                },
-            }
-            for call_id in ids
-        ]
-        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
-        for call in calls:
-            messages.append(
-                {"role": "tool", "tool_call_id": call["id"], "content": draw(st.text(max_size=20))}
-            )
-        messages.append({"role": "assistant", "content": draw(st.text(max_size=50))})
-    return {"title": draw(st.text(max_size=20)), "messages": messages}
+def _import_call(call_id: str) -> st.SearchStrategy[ToolCall]:
+    return tool_calls(
+        st.just(call_id),
+        st.sampled_from(["get_weather", "calculate", "unknown"]),
+        argument_objects(st.text(max_size=5), st.integers(), max_size=3),
+        # Raw argument text: anything that is not a JSON object.
+        st.text(min_size=1, max_size=20).filter(lambda text: decode_arguments(text) is None),
+    )
+
+
+def _histories() -> st.SearchStrategy[dict]:
+    """An import body whose tool calls are all answered (texts, ids and error flags are random)."""
+    return import_bodies(
+        histories(
+            texts=st.text(max_size=50),
+            ids=st.text(min_size=1, max_size=20),
+            calls=_import_call,
+            systems=(0, 0),
+            rounds=(1, 1),
+            turns_per_round=(0, 3),
+            calls_per_turn=(1, 3),
+            interludes=(Role.ASSISTANT,),
+            final_answers=False,
+        )
+    )
 
 
 def _probe(case, headers: dict[str, str], counter: collections.Counter) -> None:
@@ -113,13 +112,13 @@ def _exercise(
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_schemathesis_finds_no_server_error(user, profile, conversation, capsys):
+def test_schemathesis_finds_no_server_error(user, profile, demo_conversation, capsys):
     token = Token.objects.create(user=user)
-    run = scripted_turn(conversation)
+    run = scripted_turn(demo_conversation)
     doomed = Conversation.objects.create(owner=user, title="To delete", profile=profile)
     headers = {"Authorization": f"Token {token.key}"}
     owned = {
-        "conversation_id": str(conversation.pk),
+        "conversation_id": str(demo_conversation.pk),
         "run_id": str(run.pk),
     }
     schema = schemathesis.openapi.from_wsgi(

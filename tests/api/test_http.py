@@ -27,8 +27,8 @@ def route_url(pattern: URLPattern, ids: dict[str, str]) -> str:
 
 
 @pytest.fixture
-def own_ids(history, conversation) -> dict[str, str]:
-    return {"conversation_id": str(conversation.pk), "run_id": str(history.pk)}
+def own_ids(history, demo_conversation) -> dict[str, str]:
+    return {"conversation_id": str(demo_conversation.pk), "run_id": str(history.pk)}
 
 
 def test_the_routes_cover_the_whole_api():
@@ -72,8 +72,8 @@ def test_the_docs_page_describes_itself_as_json(anonymous):
     assert "GET" in response.headers["Allow"]
 
 
-def test_head_is_get_without_a_body(api, conversation):
-    url = reverse("conversations:conversation-detail", args=[conversation.pk])
+def test_head_is_get_without_a_body(api, demo_conversation):
+    url = reverse("conversations:conversation-detail", args=[demo_conversation.pk])
     response = api.head(url)
     assert response.status_code == 200
     assert response.content == b""
@@ -135,8 +135,8 @@ def test_a_missing_trailing_slash_is_a_json_404_naming_the_url(api, path, meant,
     assert body["detail"].endswith(f"ends with a slash: {meant}")
 
 
-def test_the_suggested_url_keeps_the_query_and_the_mount(api, conversation):
-    path = f"/api/conversations/{conversation.pk}/messages"
+def test_the_suggested_url_keeps_the_query_and_the_mount(api, demo_conversation):
+    path = f"/api/conversations/{demo_conversation.pk}/messages"
     body = assert_json_404(api.get(path, {"after": "3"}))
     assert body["detail"].endswith(f"{path}/?after=3")
 
@@ -170,8 +170,8 @@ def test_importing_a_conversation_answers_its_location(api, profile):
     assert response.headers["Location"] == f"http://testserver{detail}"
 
 
-def test_a_finished_run_answers_its_location(api, conversation):
-    url = reverse("conversations:conversation-messages", args=[conversation.pk])
+def test_a_finished_run_answers_its_location(api, demo_conversation):
+    url = reverse("conversations:conversation-messages", args=[demo_conversation.pk])
     response = api.post(url, {"content": "What time is it?"}, format="json")
     assert response.status_code == 201
     run = reverse("conversations:run-detail", args=[response.json()["run"]["id"]])
@@ -179,7 +179,7 @@ def test_a_finished_run_answers_its_location(api, conversation):
     assert api.get(response.headers["Location"]).json()["status"] == "completed"
 
 
-def test_updates_and_reads_carry_no_location(api, conversation):
-    url = reverse("conversations:conversation-detail", args=[conversation.pk])
+def test_updates_and_reads_carry_no_location(api, demo_conversation):
+    url = reverse("conversations:conversation-detail", args=[demo_conversation.pk])
     assert "Location" not in api.get(url).headers
     assert "Location" not in api.patch(url, {"title": "x"}, format="json").headers

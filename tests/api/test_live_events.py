@@ -19,7 +19,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from conversations.models import Conversation, LanguageModel, Profile, Provider, Run
+from conversations.models import Run
 from conversations.services import claim_run, start_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -40,19 +40,8 @@ EXPECTED_TYPES = [
 
 
 @pytest.fixture
-def token(django_user_model):
-    user = django_user_model.objects.create_user(username="alice")
+def token(user):
     return Token.objects.create(user=user)
-
-
-@pytest.fixture
-def conversation(token):
-    provider = Provider.objects.create(slug="demo", name="Demo", adapter=Provider.Adapter.DEMO)
-    model = LanguageModel.objects.create(provider=provider, model_id="demo-model")
-    profile = Profile.objects.create(
-        slug="demo", name="Demo", language_model=model, is_default=True, max_iterations=4
-    )
-    return Conversation.objects.create(owner=token.user, title="Live", profile=profile)
 
 
 def read_events(url, token, *, last_event_id=None, stop_after=None, timeout=30.0):
@@ -84,10 +73,10 @@ def read_events(url, token, *, last_event_id=None, stop_after=None, timeout=30.0
     return events
 
 
-def follow_post_and_resume(base_url, token, conversation):
+def follow_post_and_resume(base_url, token, demo_conversation):
     """Post; read the first four events live; hang up; resume; return (live, resumed, replay)."""
     post = httpx.post(
-        f"{base_url}{reverse('conversations:conversation-messages', args=[conversation.pk])}",
+        f"{base_url}{reverse('conversations:conversation-messages', args=[demo_conversation.pk])}",
         json={"content": TWO_SLOW_STEPS},
         headers={"Authorization": f"Token {token.key}"},
         timeout=30,
@@ -114,28 +103,28 @@ def assert_resumed_exactly(live, resumed, replay):
 
 
 def test_events_live_under_the_development_servers_wsgi(
-    live_server, workers, settings, token, conversation, tmp_path
+    live_server, workers, settings, token, demo_conversation, tmp_path
 ):
     settings.CONVERSATIONS = {"EXECUTOR": "celery", "MESSAGE_THROTTLE_RATE": None}
     workers(WORKER_TOOL_LOG=str(tmp_path / "tools.log"))
-    live, resumed, replay = follow_post_and_resume(live_server.url, token, conversation)
+    live, resumed, replay = follow_post_and_resume(live_server.url, token, demo_conversation)
     assert_resumed_exactly(live, resumed, replay)
 
 
-def test_events_live_under_uvicorn(uvicorn, workers, token, conversation, tmp_path):
+def test_events_live_under_uvicorn(uvicorn, workers, token, demo_conversation, tmp_path):
     server, base_url = uvicorn(CONVERSATIONS_EXECUTOR="celery")
     workers(WORKER_TOOL_LOG=str(tmp_path / "tools.log"))
-    live, resumed, replay = follow_post_and_resume(base_url, token, conversation)
+    live, resumed, replay = follow_post_and_resume(base_url, token, demo_conversation)
     assert_resumed_exactly(live, resumed, replay)
     assert "Warning" not in server.output()
 
 
-def test_idle_streams_under_uvicorn_hold_no_thread(uvicorn, token, conversation):
+def test_idle_streams_under_uvicorn_hold_no_thread(uvicorn, token, demo_conversation):
     # More streams than the shared pool (asyncio's default executor) has threads.
     pool = min(32, (os.cpu_count() or 1) + 4)
     streams = pool + 16
     server, base_url = uvicorn()
-    run = start_run(conversation=conversation, content="hi")
+    run = start_run(conversation=demo_conversation, content="hi")
     claim_run(run=run)  # "a worker has it": the streams just wait
     url = f"{base_url}{reverse('conversations:run-events', args=[run.pk])}"
 
@@ -187,11 +176,11 @@ def read_events_iter(url, token):
                 fields[name] = value.removeprefix(" ")
 
 
-def test_a_broker_that_is_down_fails_the_run_with_503(uvicorn, token, conversation):
+def test_a_broker_that_is_down_fails_the_run_with_503(uvicorn, token, demo_conversation):
     _, base_url = uvicorn(
         CONVERSATIONS_EXECUTOR="celery", CELERY_BROKER_URL="redis://127.0.0.1:9/0"
     )
-    url = f"{base_url}{reverse('conversations:conversation-messages', args=[conversation.pk])}"
+    url = f"{base_url}{reverse('conversations:conversation-messages', args=[demo_conversation.pk])}"
     headers = {"Authorization": f"Token {token.key}"}
     response = httpx.post(url, json={"content": "hi"}, headers=headers, timeout=60)
     assert response.status_code == 503, response.text
@@ -200,4 +189,6 @@ def test_a_broker_that_is_down_fails_the_run_with_503(uvicorn, token, conversati
     assert body["run"]["status"] == "failed"
     assert [m["role"] for m in body["messages"]] == ["user"]
     # Nothing waits for a worker: the conversation takes the next message at once.
-    assert not Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists()
+    assert not Run.objects.filter(
+        conversation=demo_conversation, status=Run.Status.RUNNING
+    ).exists()

@@ -14,15 +14,15 @@ from .conftest import scripted_turn
 pytestmark = pytest.mark.django_db
 
 
-def messages_url(conversation):
-    return reverse("conversations:conversation-messages", args=[conversation.pk])
+def messages_url(demo_conversation):
+    return reverse("conversations:conversation-messages", args=[demo_conversation.pk])
 
 
 # Listing ---------------------------------------------------------------------------------
 
 
-def test_history_has_every_field(api, history, conversation):
-    response = api.get(messages_url(conversation))
+def test_history_has_every_field(api, history, demo_conversation):
+    response = api.get(messages_url(demo_conversation))
     assert response.status_code == 200
     body = response.json()
     assert body["next"] is None
@@ -79,24 +79,24 @@ def test_history_has_every_field(api, history, conversation):
     }
 
 
-def test_after_returns_only_newer_messages(api, history, conversation):
-    response = api.get(messages_url(conversation), {"after": 2})
+def test_after_returns_only_newer_messages(api, history, demo_conversation):
+    response = api.get(messages_url(demo_conversation), {"after": 2})
     assert [m["position"] for m in response.json()["results"]] == [3, 4]
-    assert api.get(messages_url(conversation), {"after": 4}).json()["results"] == []
-    everything = api.get(messages_url(conversation), {"after": -1}).json()["results"]
+    assert api.get(messages_url(demo_conversation), {"after": 4}).json()["results"] == []
+    everything = api.get(messages_url(demo_conversation), {"after": -1}).json()["results"]
     assert len(everything) == 5
 
 
 @pytest.mark.parametrize("after", ["x", "-2", "1.5", str(2**31)])
-def test_after_must_be_a_position(api, conversation, after):
-    response = api.get(messages_url(conversation), {"after": after})
+def test_after_must_be_a_position(api, demo_conversation, after):
+    response = api.get(messages_url(demo_conversation), {"after": after})
     assert response.status_code == 400
     assert response.json()["errors"][0]["parameter"] == "after"
 
 
-def test_cursor_pages_through_the_history_in_order(api, history, conversation):
-    scripted_turn(conversation, content="Again?")
-    positions, url = [], messages_url(conversation) + "?page_size=3"
+def test_cursor_pages_through_the_history_in_order(api, history, demo_conversation):
+    scripted_turn(demo_conversation, content="Again?")
+    positions, url = [], messages_url(demo_conversation) + "?page_size=3"
     while url:
         body = api.get(url).json()
         positions += [m["position"] for m in body["results"]]
@@ -105,20 +105,20 @@ def test_cursor_pages_through_the_history_in_order(api, history, conversation):
 
 
 @pytest.mark.parametrize("turns", [1, 10])
-def test_history_queries_do_not_grow(api, conversation, turns, django_assert_max_num_queries):
+def test_history_queries_do_not_grow(api, demo_conversation, turns, django_assert_max_num_queries):
     for index in range(turns):
-        scripted_turn(conversation, content=f"turn {index}")
+        scripted_turn(demo_conversation, content=f"turn {index}")
     with django_assert_max_num_queries(3):
-        response = api.get(messages_url(conversation), {"page_size": 100})
+        response = api.get(messages_url(demo_conversation), {"page_size": 100})
     assert len(response.json()["results"]) == 5 * turns
 
 
 # Posting ---------------------------------------------------------------------------------------
 
 
-def test_post_runs_the_loop_and_answers_201(api, conversation):
+def test_post_runs_the_loop_and_answers_201(api, demo_conversation):
     response = api.post(
-        messages_url(conversation),
+        messages_url(demo_conversation),
         {"content": "What is the weather in Paris and 2 * (3 + 4)?"},
         format="json",
     )
@@ -136,17 +136,17 @@ def test_post_runs_the_loop_and_answers_201(api, conversation):
     assert roles == ["user", "assistant", "tool", "tool", "assistant"]
     assert body["messages"][0]["content"] == "What is the weather in Paris and 2 * (3 + 4)?"
     assert all(m["run"] == run["id"] for m in body["messages"])
-    assert Message.objects.filter(conversation=conversation).count() == 5
+    assert Message.objects.filter(conversation=demo_conversation).count() == 5
 
 
-def test_post_answers_only_the_messages_of_this_run(api, history, conversation):
-    response = api.post(messages_url(conversation), {"content": "Hello"}, format="json")
+def test_post_answers_only_the_messages_of_this_run(api, history, demo_conversation):
+    response = api.post(messages_url(demo_conversation), {"content": "Hello"}, format="json")
     assert response.status_code == 201
     assert [m["position"] for m in response.json()["messages"]] == [5, 6]
 
 
-def test_post_to_a_busy_conversation_is_409(api, conversation, running_run):
-    response = api.post(messages_url(conversation), {"content": "Hello"}, format="json")
+def test_post_to_a_busy_conversation_is_409(api, demo_conversation, running_run):
+    response = api.post(messages_url(demo_conversation), {"content": "Hello"}, format="json")
     assert response.status_code == 409
     assert response.json() == {
         "code": "conversation_busy",
@@ -167,8 +167,8 @@ def test_post_to_a_busy_conversation_is_409(api, conversation, running_run):
         ({"content": ["a"]}, "invalid"),
     ],
 )
-def test_post_rejects_empty_or_invalid_content(api, conversation, body, code):
-    response = api.post(messages_url(conversation), body, format="json")
+def test_post_rejects_empty_or_invalid_content(api, demo_conversation, body, code):
+    response = api.post(messages_url(demo_conversation), body, format="json")
     assert response.status_code == 400
     data = response.json()
     assert data["code"] == "invalid"
@@ -176,10 +176,10 @@ def test_post_rejects_empty_or_invalid_content(api, conversation, body, code):
     assert not Run.objects.exists()
 
 
-def test_post_over_the_size_limit_is_413(api, conversation, settings):
+def test_post_over_the_size_limit_is_413(api, demo_conversation, settings):
     settings.CONVERSATIONS = {"MESSAGE_THROTTLE_RATE": None, "MAX_CONTENT_BYTES": 10}
     # Ten characters but twelve UTF-8 bytes: the limit counts bytes.
-    response = api.post(messages_url(conversation), {"content": "ééabcdefgh"}, format="json")
+    response = api.post(messages_url(demo_conversation), {"content": "ééabcdefgh"}, format="json")
     assert response.status_code == 413
     assert response.json() == {
         "code": "content_too_large",
@@ -193,29 +193,31 @@ def test_post_over_the_size_limit_is_413(api, conversation, settings):
             }
         ],
     }
-    ok = api.post(messages_url(conversation), {"content": "éé€ab"}, format="json")  # 9 bytes
+    ok = api.post(messages_url(demo_conversation), {"content": "éé€ab"}, format="json")  # 9 bytes
     assert ok.status_code == 201
 
 
-def test_the_default_limit_is_32_kib(api, conversation):
-    response = api.post(messages_url(conversation), {"content": "a" * 32_769}, format="json")
+def test_the_default_limit_is_32_kib(api, demo_conversation):
+    response = api.post(messages_url(demo_conversation), {"content": "a" * 32_769}, format="json")
     assert response.status_code == 413
 
 
-def test_posting_is_throttled_per_user(api, other_api, conversation, other_conversation, settings):
+def test_posting_is_throttled_per_user(
+    api, other_api, demo_conversation, other_users_conversation, settings
+):
     settings.CONVERSATIONS = {"MESSAGE_THROTTLE_RATE": "2/min"}
     for _ in range(2):
         assert (
-            api.post(messages_url(conversation), {"content": "hi"}, format="json").status_code
+            api.post(messages_url(demo_conversation), {"content": "hi"}, format="json").status_code
             == 201
         )
-    response = api.post(messages_url(conversation), {"content": "hi"}, format="json")
+    response = api.post(messages_url(demo_conversation), {"content": "hi"}, format="json")
     assert response.status_code == 429
     assert response.json()["code"] == "throttled"
     assert int(response["Retry-After"]) > 0
     # Reading is not throttled, and other users have their own budget.
-    assert api.get(messages_url(conversation)).status_code == 200
-    other = other_api.post(messages_url(other_conversation), {"content": "hi"}, format="json")
+    assert api.get(messages_url(demo_conversation)).status_code == 200
+    other = other_api.post(messages_url(other_users_conversation), {"content": "hi"}, format="json")
     assert other.status_code == 201
 
 
@@ -289,11 +291,11 @@ def test_a_provider_that_does_not_answer_in_time_is_504(api, user):
     assert response.json()["run"]["status"] == "failed"
 
 
-def test_a_forged_message_cursor_is_400(api, history, conversation):
+def test_a_forged_message_cursor_is_400(api, history, demo_conversation):
     import base64
 
     cursor = base64.b64encode(b"p=abc").decode()
-    response = api.get(messages_url(conversation), {"cursor": cursor})
+    response = api.get(messages_url(demo_conversation), {"cursor": cursor})
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_cursor"
 

@@ -12,20 +12,20 @@ from .conftest import scripted_turn
 pytestmark = pytest.mark.django_db
 
 
-def runs_url(conversation):
-    return reverse("conversations:conversation-runs", args=[conversation.pk])
+def runs_url(demo_conversation):
+    return reverse("conversations:conversation-runs", args=[demo_conversation.pk])
 
 
 def run_url(run):
     return reverse("conversations:run-detail", args=[run.pk])
 
 
-def test_run_detail_has_every_field(api, history, conversation):
+def test_run_detail_has_every_field(api, history, demo_conversation):
     response = api.get(run_url(history))
     assert response.status_code == 200
     body = response.json()
     history.refresh_from_db()
-    assert body["id"] == str(history.pk) and body["conversation"] == str(conversation.pk)
+    assert body["id"] == str(history.pk) and body["conversation"] == str(demo_conversation.pk)
     assert body["profile"] == "demo"
     assert body["status"] == body["termination_reason"] == "completed"
     assert body["iterations"] == 2 and body["max_iterations"] == 4
@@ -56,17 +56,17 @@ def test_a_running_run_has_no_duration_yet(api, running_run):
     assert body["profile"] is None
 
 
-def test_runs_are_listed_newest_first(api, conversation):
-    first = scripted_turn(conversation, content="one")
-    second = scripted_turn(conversation, content="two")
-    body = api.get(runs_url(conversation)).json()
+def test_runs_are_listed_newest_first(api, demo_conversation):
+    first = scripted_turn(demo_conversation, content="one")
+    second = scripted_turn(demo_conversation, content="two")
+    body = api.get(runs_url(demo_conversation)).json()
     assert [r["id"] for r in body["results"]] == [str(second.pk), str(first.pk)]
     assert body["next"] is None
 
 
-def test_runs_page_with_a_cursor(api, conversation):
-    made = [str(scripted_turn(conversation, content=f"m{i}").pk) for i in range(5)]
-    seen, url = [], runs_url(conversation) + "?page_size=2"
+def test_runs_page_with_a_cursor(api, demo_conversation):
+    made = [str(scripted_turn(demo_conversation, content=f"m{i}").pk) for i in range(5)]
+    seen, url = [], runs_url(demo_conversation) + "?page_size=2"
     while url:
         body = api.get(url).json()
         seen += [r["id"] for r in body["results"]]
@@ -75,18 +75,18 @@ def test_runs_page_with_a_cursor(api, conversation):
 
 
 @pytest.mark.parametrize("count", [2, 12])
-def test_run_list_queries_do_not_grow(api, conversation, count, django_assert_max_num_queries):
+def test_run_list_queries_do_not_grow(api, demo_conversation, count, django_assert_max_num_queries):
     for index in range(count):
-        scripted_turn(conversation, content=f"turn {index}")
+        scripted_turn(demo_conversation, content=f"turn {index}")
     with django_assert_max_num_queries(4):
-        response = api.get(runs_url(conversation), {"page_size": 100})
+        response = api.get(runs_url(demo_conversation), {"page_size": 100})
     runs = response.json()["results"]
     assert len(runs) == count and all(len(r["tool_calls"]) == 2 for r in runs)
 
 
-def test_a_failed_run_shows_its_error(api, conversation):
+def test_a_failed_run_shows_its_error(api, demo_conversation):
     run = Run.objects.create(
-        conversation=conversation,
+        conversation=demo_conversation,
         status=Run.Status.FAILED,
         max_iterations=2,
         error_code="provider_http_error",

@@ -305,7 +305,7 @@ def test_tool_result_needs_an_id():
 # to_dict / to_json -------------------------------------------------------------------------
 
 
-def test_acceptance_example():
+def test_assistant_call_serialises_to_the_chat_completions_shape():
     message = ChatMessage.assistant_tool_calls(
         [ToolCall(id="call_1", name="get_weather", arguments={"location": "Leipzig"})],
         "looking it up",
@@ -319,7 +319,7 @@ def test_acceptance_example():
     }
 
 
-def test_acceptance_example_without_arguments():
+def test_assistant_call_without_arguments_serialises_empty_object():
     message = ChatMessage.assistant_tool_calls([ToolCall(id="call_1", name="get_time")])
     assert message.to_dict()["tool_calls"][0]["function"]["arguments"] == "{}"
 

@@ -13,24 +13,17 @@ from conversations.domain import (
     normalise_messages,
 )
 from conversations.domain.messages import decode_arguments
+from tests.strategies import argument_objects, tool_call_ids, tool_names
+from tests.strategies import json_scalars as shared_json_scalars
+from tests.strategies import json_values as shared_json_values
+from tests.strategies import tool_calls as shared_tool_calls
+from tests.strategies import tool_results as shared_tool_results
 
 PROPERTY = settings(max_examples=200, deadline=None)
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=10)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3)
-    ),
-    max_leaves=8,
-)
-arguments = st.just({}) | st.dictionaries(st.text(max_size=10), json_values, max_size=4)
+json_scalars = shared_json_scalars()
+json_values = shared_json_values(json_scalars, st.text(max_size=8), max_leaves=8)
+arguments = st.just({}) | argument_objects(st.text(max_size=10), json_values)
 
 # What a provider may send that is not a JSON object: noise, truncated
 # objects, JSON that is something else, and the non-JSON constants.
@@ -43,17 +36,9 @@ raw_arguments = st.one_of(
     st.sampled_from(["NaN", "-Infinity", '{"x": NaN}', "[]", "null", '""', " "]),
 ).filter(lambda text: decode_arguments(text) is None)
 
-ids = st.text(min_size=1, max_size=12)
+ids = tool_call_ids
 call_types = st.just("function") | st.text(min_size=1, max_size=8)
-tool_calls = st.builds(
-    ToolCall, id=ids, name=st.text(min_size=1, max_size=12), arguments=arguments, type=call_types
-) | st.builds(
-    ToolCall,
-    id=ids,
-    name=st.text(min_size=1, max_size=12),
-    type=call_types,
-    raw_arguments=raw_arguments,
-)
+tool_calls = shared_tool_calls(ids, tool_names, arguments, raw_arguments, types=call_types)
 
 contents = st.text(max_size=30)
 metadata = st.none() | st.dictionaries(st.text(max_size=5), json_values, max_size=2)
@@ -63,7 +48,8 @@ plain_messages = st.builds(
     content=contents,
     provider_metadata=metadata,
 )
-tool_results = st.builds(ChatMessage.tool_result, ids, contents)
+# The OpenAI wire shape (``to_dict``) has no error flag: these results carry none.
+tool_results = shared_tool_results(ids, contents, is_error=st.just(False))
 assistant_turns = st.builds(
     ChatMessage.assistant_tool_calls,
     st.lists(tool_calls, min_size=1, max_size=4, unique_by=lambda call: call.id),

@@ -4,24 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.models import Conversation
-
 from .factories import add_call, add_message
-
-
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create(username="alice")
-
-
-@pytest.fixture
-def conversation(user):
-    return Conversation.objects.create(owner=user, title="Weather")
-
-
-@pytest.fixture
-def other_conversation(user):
-    return Conversation.objects.create(owner=user, title="Other")
 
 
 @pytest.fixture

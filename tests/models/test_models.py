@@ -36,8 +36,8 @@ def test_status_choices_are_reachable_from_the_models():
 
 
 @pytest.fixture
-def language_model(db):
-    provider = Provider.objects.create(slug="demo", name="Demo", adapter=Provider.Adapter.DEMO)
+def demo1_model(provider):
+    """A model of its own on the demo provider, for the profiles these tests build."""
     return LanguageModel.objects.create(provider=provider, model_id="demo-1")
 
 
@@ -46,13 +46,13 @@ def make_profile(language_model, slug="default", **fields):
 
 
 @pytest.mark.django_db
-def test_every_model_has_a_readable_str(conversation, answered_turn, language_model):
+def test_every_model_has_a_readable_str(conversation, answered_turn, demo1_model):
     _, call, answer, _ = answered_turn
-    profile = make_profile(language_model)
+    profile = make_profile(demo1_model)
     profile.save()
     run = Run.objects.create(conversation=conversation, max_iterations=3)
-    assert str(language_model.provider) == "Demo (demo)"
-    assert str(language_model) == "demo-1"
+    assert str(demo1_model.provider) == "Demo (demo)"
+    assert str(demo1_model) == "demo-1"
     assert str(profile) == "Default"
     assert str(ToolSetting(name="get_weather", enabled=False)) == "get_weather (disabled)"
     assert str(conversation) == "Weather"
@@ -63,8 +63,8 @@ def test_every_model_has_a_readable_str(conversation, answered_turn, language_mo
 
 
 @pytest.mark.django_db
-def test_defaults(conversation, language_model):
-    profile = make_profile(language_model)
+def test_defaults(conversation, demo1_model):
+    profile = make_profile(demo1_model)
     profile.full_clean()
     assert (profile.max_iterations, profile.tool_choice, profile.allowed_tools) == (
         10,
@@ -155,12 +155,12 @@ def test_full_clean_refuses_iterations_beyond_max(conversation):
 
 
 @pytest.mark.django_db
-def test_only_one_default_profile(language_model):
-    make_profile(language_model, "first", is_default=True).save()
-    second = make_profile(language_model, "second", is_default=True)
+def test_only_one_default_profile(demo1_model):
+    make_profile(demo1_model, "first", is_default=True).save()
+    second = make_profile(demo1_model, "second", is_default=True)
     with pytest.raises(ValidationError, match="already the default"):
         second.full_clean()
-    make_profile(language_model, "third", is_default=False).full_clean()
+    make_profile(demo1_model, "third", is_default=False).full_clean()
 
 
 @pytest.mark.django_db
@@ -168,8 +168,8 @@ def test_only_one_default_profile(language_model):
     ("allowed_tools", "valid"),
     [(None, True), ([], True), (["get_weather"], True), ({"get_weather": True}, False)],
 )
-def test_profile_allowed_tools_is_null_or_a_list(language_model, allowed_tools, valid):
-    profile = make_profile(language_model, allowed_tools=allowed_tools)
+def test_profile_allowed_tools_is_null_or_a_list(demo1_model, allowed_tools, valid):
+    profile = make_profile(demo1_model, allowed_tools=allowed_tools)
     if valid:
         profile.full_clean()
     else:
@@ -178,9 +178,9 @@ def test_profile_allowed_tools_is_null_or_a_list(language_model, allowed_tools, 
 
 
 @pytest.mark.django_db
-def test_profile_max_iterations_is_at_least_one(language_model):
+def test_profile_max_iterations_is_at_least_one(demo1_model):
     with pytest.raises(ValidationError, match="conversations_profile_max_iterations_positive"):
-        make_profile(language_model, max_iterations=0).full_clean()
+        make_profile(demo1_model, max_iterations=0).full_clean()
 
 
 @pytest.mark.django_db
@@ -199,31 +199,31 @@ def test_provider_adapter_must_be_known():
 
 
 @pytest.mark.django_db
-def test_language_model_is_unique_per_provider(language_model):
-    duplicate = LanguageModel(provider=language_model.provider, model_id="demo-1")
+def test_language_model_is_unique_per_provider(demo1_model):
+    duplicate = LanguageModel(provider=demo1_model.provider, model_id="demo-1")
     with pytest.raises(ValidationError):
         duplicate.full_clean()
     LanguageModel(
-        provider=language_model.provider,
+        provider=demo1_model.provider,
         model_id="demo-2",
         input_price_per_million=Decimal("0.150000"),
     ).full_clean()
 
 
 @pytest.mark.django_db
-def test_protected_configuration_cannot_be_deleted_while_used(language_model):
+def test_protected_configuration_cannot_be_deleted_while_used(demo1_model):
     from django.db.models import ProtectedError
 
-    make_profile(language_model).save()
+    make_profile(demo1_model).save()
     with pytest.raises(ProtectedError):
-        language_model.provider.delete()
+        demo1_model.provider.delete()
     with pytest.raises(ProtectedError):
-        language_model.delete()
+        demo1_model.delete()
 
 
 @pytest.mark.django_db
-def test_deleting_a_profile_keeps_conversations(conversation, language_model):
-    profile = make_profile(language_model)
+def test_deleting_a_profile_keeps_conversations(conversation, demo1_model):
+    profile = make_profile(demo1_model)
     profile.save()
     conversation.profile = profile
     conversation.save()

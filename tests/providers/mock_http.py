@@ -1,7 +1,14 @@
-"""A provider adapter wired to a strict, scripted ``httpx.MockTransport``."""
+"""The one HTTP helper of the provider tests: a ``MockTransport`` that answers and records.
+
+Nothing is patched: an adapter gets the recorder's ``client`` as ``http_client``.
+A :class:`Recorder` answers either leniently (its last reply repeats, for tests
+that only care about the first exchanges) or strictly (one reply per request;
+one request more fails the test), and keeps every request it saw.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -9,32 +16,62 @@ import httpx
 
 from conversations.providers.base import HTTPProvider
 
-Outcome = httpx.Response | Callable[[httpx.Request], httpx.Response]
+# A reply is a response, an exception to raise, or a function of the request.
+Reply = httpx.Response | BaseException | Callable[[httpx.Request], httpx.Response]
 P = TypeVar("P", bound=HTTPProvider)
 
 
+class Recorder:
+    """A scripted ``MockTransport`` handler with the ``httpx.Client`` that uses it.
+
+    Answers with ``replies`` in order. With ``strict=False`` the last reply
+    repeats for every further request; with ``strict=True`` each reply answers
+    one request and one request more is an assertion error. Every request is
+    kept in ``requests``; ``bodies`` are their decoded JSON.
+    """
+
+    def __init__(self, *replies: Reply, strict: bool = False) -> None:
+        if not replies:
+            raise ValueError("a Recorder needs at least one reply")
+        self.replies = list(replies)
+        self.strict = strict
+        self.requests: list[httpx.Request] = []
+        self.client = httpx.Client(transport=httpx.MockTransport(self))
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if self.strict and len(self.requests) > len(self.replies):
+            raise AssertionError(
+                f"request {len(self.requests)} ({request.method} {request.url}) was not "
+                f"expected: only {len(self.replies)} replies were scripted"
+            )
+        reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, httpx.Response):
+            # A fresh copy per request: a response object belongs to one exchange.
+            return httpx.Response(reply.status_code, headers=reply.headers, content=reply.content)
+        return reply(request)
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [json.loads(request.content) for request in self.requests]
+
+
 def provider_with_replies(
-    provider_class: type[P], *outcomes: Outcome, **kwargs: Any
+    provider_class: type[P], *replies: Reply, **kwargs: Any
 ) -> tuple[P, list[httpx.Request], list[float]]:
-    """An adapter whose client answers with ``outcomes`` in turn (one each, no more).
+    """An adapter whose client answers with ``replies`` in turn (one each, no more).
 
     Returns the adapter, the requests it sent and the delays it would have
     slept between retries (recorded instead of waited).
     """
-    queue = list(outcomes)
-    requests: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        requests.append(request)
-        outcome = queue.pop(0)
-        return outcome(request) if callable(outcome) else outcome
-
+    recorder = Recorder(*replies, strict=True)
     sleeps: list[float] = []
-    client = httpx.Client(transport=httpx.MockTransport(handler))
-    provider = provider_class(http_client=client, sleep=sleeps.append, **kwargs)
-    return provider, requests, sleeps
+    provider = provider_class(http_client=recorder.client, sleep=sleeps.append, **kwargs)
+    return provider, recorder.requests, sleeps
 
 
 def timeout(request: httpx.Request) -> httpx.Response:
-    """An outcome that times out."""
+    """A reply that times out."""
     raise httpx.ReadTimeout("timed out", request=request)

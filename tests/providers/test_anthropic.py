@@ -1,4 +1,4 @@
-"""AnthropicProvider: the reference's worked examples, the conversion rules, and HTTP.
+"""AnthropicProvider: worked examples of the vendor wire format, the conversion rules, and HTTP.
 
 No network: every exchange goes through ``httpx.MockTransport``, and every
 request body built here is checked by ``validate_anthropic_request``.
@@ -15,14 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conversations.domain import ChatMessage, InvalidArgumentError, ToolCall, ToolSpec
+from conversations.domain import ChatMessage, InvalidArgumentError, Role, ToolCall, ToolSpec
 from conversations.exceptions import (
     ProviderResponseError,
 )
 from conversations.providers.anthropic import AnthropicProvider, wire_call_id
 from conversations.providers.base import CompletionOptions
-from tests.providers.mock_http import Outcome, provider_with_replies
+from tests.providers.mock_http import Reply, provider_with_replies
 from tests.providers.wire_anthropic import validate_anthropic_request
+from tests.strategies import histories as shared_histories
 
 KEY = "sk-ant-test-9f8e7d6c5b4a"
 
@@ -164,7 +165,7 @@ def build(
 
 
 def mock_provider(
-    *outcomes: Outcome, **kwargs: Any
+    *outcomes: Reply, **kwargs: Any
 ) -> tuple[AnthropicProvider, list[httpx.Request], list[float]]:
     """A AnthropicProvider whose client answers with ``outcomes`` in turn."""
     return provider_with_replies(
@@ -178,7 +179,7 @@ def sent(request: httpx.Request) -> dict[str, Any]:
     return body
 
 
-# The reference's worked examples -----------------------------------------------------
+# Worked examples of the wire format (the REFERENCE_* bodies above) ------------------
 
 
 def test_reference_request_a_is_built_from_chat_messages() -> None:
@@ -250,7 +251,7 @@ def test_history_reaches_the_http_body_with_calls_and_ids_intact() -> None:
         {"type": "tool_use", "id": "call_plain", "name": "get_time", "input": {}},
     ]
     assert [b["tool_use_id"] for b in body["messages"][2]["content"]] == [rewritten, "call_plain"]
-    # Apart from the ids, the body is the reference's.
+    # Apart from the ids, the body is the worked example's.
     assert body["messages"][0] == REFERENCE_A["messages"][0]
     assert body["tools"] == REFERENCE_A["tools"]
 
@@ -615,31 +616,26 @@ CALL_IDS = st.text(alphabet="abcXY019_-.:|/ ü", min_size=1, max_size=10)
 ARGUMENTS = st.just({}) | st.dictionaries(st.sampled_from(["city", "n"]), st.integers(), max_size=2)
 
 
-@st.composite
-def histories(draw: st.DrawFn) -> list[ChatMessage]:
-    used: set[str] = set()
-    messages = [ChatMessage.system(draw(TEXTS)) for _ in range(draw(st.integers(0, 2)))]
-    messages.append(ChatMessage.user(draw(st.text(min_size=1, max_size=12).filter(str.strip))))
-    for _ in range(draw(st.integers(0, 3))):
-        ids = draw(
-            st.lists(CALL_IDS.filter(lambda i: i not in used), min_size=1, max_size=3, unique=True)
-        )
-        used.update(ids)
-        calls = [
-            ToolCall(i, "get_time", raw_arguments="{oops")
-            if draw(st.booleans())
-            else ToolCall(i, "get_weather", draw(ARGUMENTS))
-            for i in ids
-        ]
-        messages.append(ChatMessage.assistant_tool_calls(calls, draw(TEXTS)))
-        messages.extend(ChatMessage.tool_result(i, draw(TEXTS)) for i in draw(st.permutations(ids)))
-        if draw(st.booleans()):
-            messages.append(ChatMessage.system(draw(TEXTS)))
-        if draw(st.booleans()):
-            messages.append(ChatMessage.user(draw(TEXTS)))
-        if draw(st.booleans()):
-            messages.append(ChatMessage.assistant(draw(TEXTS)))
-    return messages
+def _history_call(call_id: str) -> st.SearchStrategy[ToolCall]:
+    return st.just(ToolCall(call_id, "get_time", raw_arguments="{oops")) | st.builds(
+        lambda arguments: ToolCall(call_id, "get_weather", arguments), ARGUMENTS
+    )
+
+
+def histories() -> st.SearchStrategy[list[ChatMessage]]:
+    """Turns of calls, each answered (some flagged), then maybe a system, user or answer."""
+    return shared_histories(
+        texts=TEXTS,
+        first_user_texts=st.text(min_size=1, max_size=12).filter(str.strip),
+        ids=CALL_IDS,
+        calls=_history_call,
+        systems=(0, 2),
+        rounds=(1, 1),
+        turns_per_round=(0, 3),
+        calls_per_turn=(1, 3),
+        interludes=(Role.SYSTEM, Role.USER, Role.ASSISTANT),
+        final_answers=False,
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -663,6 +659,11 @@ def test_every_well_formed_history_passes_the_validator(history: list[ChatMessag
         if block["type"] == "tool_result"
     ]
     assert [r["tool_use_id"] for r in results] == [b["id"] for b in sent_calls]
+    # A failed result carries "is_error": true; any other has no such key.
+    failed = {m.tool_call_id for m in history if m.is_error}
+    assert [r.get("is_error") for r in results] == [
+        True if call.id in failed else None for call in stored_calls
+    ]
 
 
 def test_thinking_opens_the_turn_when_an_earlier_text_is_merged_in_front() -> None:

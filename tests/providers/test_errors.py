@@ -22,7 +22,7 @@ from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
 from tests.providers import test_anthropic, test_gemini, test_ollama, test_openai
-from tests.providers.mock_http import Outcome, provider_with_replies, timeout
+from tests.providers.mock_http import Reply, provider_with_replies, timeout
 
 KEY = "sk-errors-SECRET-0123456789abcdef"
 HI = [ChatMessage.user("Hi")]
@@ -41,7 +41,7 @@ class Case:
     """The header that carries the key (its value holds the key)."""
 
     def provider(
-        self, *outcomes: Outcome, **kwargs: Any
+        self, *outcomes: Reply, **kwargs: Any
     ) -> tuple[Any, list[httpx.Request], list[float]]:
         return provider_with_replies(self.adapter, *outcomes, api_key=KEY, **kwargs)
 

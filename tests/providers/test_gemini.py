@@ -1,4 +1,4 @@
-"""GeminiProvider: the reference's worked examples, the conversion rules, and HTTP.
+"""GeminiProvider: worked examples of the vendor wire format, the conversion rules, and HTTP.
 
 No network: every exchange goes through ``httpx.MockTransport``, and every
 request body built here is checked by ``validate_gemini_request``.
@@ -15,15 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conversations.domain import ChatMessage, InvalidArgumentError, ToolCall, ToolSpec
+from conversations.domain import ChatMessage, InvalidArgumentError, Role, ToolCall, ToolSpec
 from conversations.exceptions import (
     ProviderResponseError,
 )
 from conversations.providers.base import CompletionOptions
 from conversations.providers.gemini import GeminiProvider, gemini_function_name
 from conversations.providers.gemini_schema import gemini_parameters
-from tests.providers.mock_http import Outcome, provider_with_replies
+from tests.providers.mock_http import Reply, provider_with_replies
 from tests.providers.wire_gemini import FUNCTION_NAME_PATTERN, validate_gemini_request
+from tests.strategies import histories as shared_histories
 
 KEY = "AIzaSyTest-0123456789abcdef"
 
@@ -186,9 +187,9 @@ URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:
 
 
 def with_object_results_as_they_are(reference: dict[str, Any]) -> dict[str, Any]:
-    """The reference request with the one rule where this adapter differs from it.
+    """The worked example request, with the one rule where this adapter differs from it.
 
-    The reference wraps every result as ``{"output": text}``; the adapter sends
+    The worked example wraps every result as ``{"output": text}``; the adapter sends
     a result that is a JSON object as the response itself (Gemini reads a
     response without "output"/"error" keys as the whole output).
     """
@@ -236,7 +237,7 @@ def parse(body: dict[str, Any], known_ids: tuple[str, ...] = ()) -> Any:
 
 
 def mock_provider(
-    *outcomes: Outcome, **kwargs: Any
+    *outcomes: Reply, **kwargs: Any
 ) -> tuple[GeminiProvider, list[httpx.Request], list[float]]:
     """A GeminiProvider whose client answers with ``outcomes`` in turn."""
     return provider_with_replies(
@@ -250,7 +251,7 @@ def sent(request: httpx.Request) -> dict[str, Any]:
     return body
 
 
-# The reference's worked examples -----------------------------------------------------
+# Worked examples of the wire format (the REFERENCE_* bodies above) ------------------
 
 
 def test_reference_request_a1_history_without_native_ids() -> None:
@@ -835,37 +836,34 @@ CALL_IDS = st.text(alphabet="abcXY019_-.:|", min_size=1, max_size=10)
 ARGUMENTS = st.just({}) | st.dictionaries(st.sampled_from(["city", "n"]), st.integers(), max_size=2)
 
 
-@st.composite
-def histories(draw: st.DrawFn) -> list[ChatMessage]:
-    used: set[str] = set()
-    messages = [ChatMessage.system(draw(TEXTS)) for _ in range(draw(st.integers(0, 2)))]
-    messages.append(ChatMessage.user(draw(st.text(min_size=1, max_size=12).filter(str.strip))))
-    for _ in range(draw(st.integers(0, 3))):
-        ids = draw(
-            st.lists(CALL_IDS.filter(lambda i: i not in used), min_size=1, max_size=3, unique=True)
-        )
-        used.update(ids)
-        calls = [
-            ToolCall(i, "get_time", raw_arguments="{oops")
-            if draw(st.booleans())
-            else ToolCall(i, "get_weather", draw(ARGUMENTS))
-            for i in ids
-        ]
-        native: dict[str, dict[str, str]] = {}
-        if draw(st.booleans()):  # this turn came from Gemini
-            native = {i: {"id": f"g{n}-{i}"} for n, i in enumerate(ids)}
-            native[ids[0]]["thought_signature"] = "c2ln"
-        messages.append(
-            ChatMessage.assistant_tool_calls(
-                calls, draw(TEXTS), provider_metadata={"gemini": {"calls": native}}
-            )
-        )
-        messages.extend(ChatMessage.tool_result(i, draw(TEXTS)) for i in draw(st.permutations(ids)))
-        if draw(st.booleans()):
-            messages.append(ChatMessage.user(draw(TEXTS)))
-        if draw(st.booleans()):
-            messages.append(ChatMessage.assistant(draw(TEXTS)))
-    return messages
+def _history_call(call_id: str) -> st.SearchStrategy[ToolCall]:
+    return st.just(ToolCall(call_id, "get_time", raw_arguments="{oops")) | st.builds(
+        lambda arguments: ToolCall(call_id, "get_weather", arguments), ARGUMENTS
+    )
+
+
+def _native_ids(ids: list[str]) -> st.SearchStrategy[dict[str, Any]]:
+    """Either no native data, or the turn came from Gemini: native ids and a signature."""
+    native = {i: {"id": f"g{n}-{i}"} for n, i in enumerate(ids)}
+    native[ids[0]]["thought_signature"] = "c2ln"
+    return st.sampled_from([{"gemini": {"calls": {}}}, {"gemini": {"calls": native}}])
+
+
+def histories() -> st.SearchStrategy[list[ChatMessage]]:
+    """Turns of calls, each answered (some flagged), then maybe a user message or answer."""
+    return shared_histories(
+        texts=TEXTS,
+        first_user_texts=st.text(min_size=1, max_size=12).filter(str.strip),
+        ids=CALL_IDS,
+        calls=_history_call,
+        systems=(0, 2),
+        rounds=(1, 1),
+        turns_per_round=(0, 3),
+        calls_per_turn=(1, 3),
+        turn_metadata=_native_ids,
+        interludes=(Role.USER, Role.ASSISTANT),
+        final_answers=False,
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -880,6 +878,14 @@ def test_every_well_formed_history_passes_the_validator(history: list[ChatMessag
     assert [r["name"] for r in responses] == [call.name for call in stored]
     assert all(isinstance(r["response"], dict) for r in responses)
     assert [c.get("id") for c in calls] == [r.get("id") for r in responses]
+    # A failed result is sent as {"error": text} instead of its output.
+    results = {m.tool_call_id: m for m in history if m.tool_call_id is not None}
+    for call, response in zip(stored, responses, strict=True):
+        result = results[call.id]
+        if result.is_error:
+            assert response["response"] == {"error": result.content}
+        else:
+            assert response["response"] != {"error": result.content}
 
 
 def test_schema_edge_cases() -> None:

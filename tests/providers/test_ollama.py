@@ -1,4 +1,4 @@
-"""OllamaProvider: the reference's worked examples, mapping rules and parsing."""
+"""OllamaProvider: worked examples of the vendor wire format, mapping rules and parsing."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def reply(message: dict, **body: object) -> dict:
     return {"model": "qwen3", "message": message, "done": True, "done_reason": "stop", **body}
 
 
-# The reference's worked examples -------------------------------------------------------
+# Worked examples of the wire format (the REFERENCE_* bodies above) ------------------
 
 
 def test_example_a_request_equals_the_reference() -> None:

@@ -1,4 +1,4 @@
-"""OpenAIProvider and its presets: the reference's worked examples, mapping rules, parsing."""
+"""OpenAIProvider and its presets: worked examples of the vendor wire format, mapping rules, parsing."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ from conversations.domain import (
 from conversations.exceptions import ProviderResponseError
 from conversations.providers.base import CompletionOptions
 from conversations.providers.openai import PRESETS, OpenAIProvider, openai_messages
+from tests.strategies import histories as shared_histories
+from tests.strategies import tool_calls
 
 from .wire_openai import validate_openai_request
 
@@ -171,7 +173,7 @@ ID_TIME = "call_Pq9rS8tU7vW6xY5zA4bC3dE2"
 
 
 def reference_history(id_weather: str = ID_WEATHER, id_time: str = ID_TIME) -> list[ChatMessage]:
-    """The conversation of the reference's example (a), as value objects."""
+    """The conversation of worked example (a), as value objects."""
     return [
         ChatMessage.system("You are a helpful assistant."),
         ChatMessage.user("What's the weather in Paris, and what time is it?"),
@@ -210,7 +212,7 @@ def completion(message: dict, **body: object) -> dict:
     return {"model": "m", "choices": [{"index": 0, "message": message, **body}]}
 
 
-# The reference's worked examples -------------------------------------------------
+# Worked examples of the wire format (the REFERENCE_* bodies above) ------------------
 
 
 def test_example_a_request_equals_the_reference() -> None:
@@ -832,27 +834,20 @@ _arguments = st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_si
 _raw = st.sampled_from(['{"a": ', "[1]", "not json", '"x"'])
 
 
-@st.composite
-def histories(draw: st.DrawFn) -> list[ChatMessage]:
+def _history_call(call_id: str) -> st.SearchStrategy[ToolCall]:
+    return tool_calls(st.just(call_id), _names, _arguments, _raw)
+
+
+def histories() -> st.SearchStrategy[list[ChatMessage]]:
     """Conversations with several rounds of parallel calls (some with raw arguments)."""
-    used: set[str] = set()
-    messages = [ChatMessage.system(draw(st.text(max_size=10)))]
-    for _ in range(draw(st.integers(1, 3))):
-        messages.append(ChatMessage.user(draw(st.text(max_size=10))))
-        calls = []
-        for _ in range(draw(st.integers(0, 3))):
-            call_id = draw(_ids.filter(lambda i: i not in used))
-            used.add(call_id)
-            if draw(st.booleans()):
-                call = ToolCall(id=call_id, name=draw(_names), arguments=draw(_arguments))
-            else:
-                call = ToolCall(id=call_id, name=draw(_names), raw_arguments=draw(_raw))
-            calls.append(call)
-        if calls:
-            messages.append(ChatMessage.assistant_tool_calls(calls, draw(st.text(max_size=5))))
-            messages += [ChatMessage.tool_result(c.id, draw(st.text(max_size=5))) for c in calls]
-        messages.append(ChatMessage.assistant(draw(st.text(max_size=10))))
-    return messages
+    return shared_histories(
+        texts=st.text(max_size=10),
+        ids=_ids,
+        calls=_history_call,
+        systems=(1, 1),
+        turns_per_round=(0, 1),
+        calls_per_turn=(1, 3),
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -867,6 +862,10 @@ def test_any_valid_history_builds_a_valid_body_for_every_preset(
     assert [c["function"]["arguments"] for c in wire_calls] == [
         c.arguments_json for c in stored_calls
     ]
+    # Chat Completions has no error flag: a failed result is sent as its text alone.
+    results = [m for m in body["messages"] if m["role"] == "tool"]
+    assert len(results) == len([m for m in history if m.role == "tool"])
+    assert all("is_error" not in m and "error" not in m for m in results)
 
 
 # The validator itself ----------------------------------------------------------------------

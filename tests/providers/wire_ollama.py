@@ -1,4 +1,4 @@
-"""A validator for Ollama ``/api/chat`` request bodies, written from the reference's rules.
+"""A validator for Ollama ``/api/chat`` request bodies, written from the API's documented rules.
 
 Ollama answers few requests with a 400; most mistakes (string arguments,
 ``stream`` left at its default, sampling keys at the top level, a result

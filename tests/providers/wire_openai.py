@@ -1,9 +1,9 @@
 """A validator for OpenAI Chat Completions request bodies, written from the 400 rules.
 
-Each rule cites where it comes from: the reference's "Constraints that cause
-HTTP 400" (the API's error messages), the request schema, or
-issue reports. ``validate_openai_request(body)`` returns the problems found;
-an empty list means OpenAI would accept the body as far as we know.
+Each rule says where it comes from: an HTTP 400 message of the API, the
+request schema, or an error the API is known to return.
+``validate_openai_request(body)`` returns the problems found; an empty list
+means OpenAI would accept the body as far as we know.
 """
 
 from __future__ import annotations

@@ -11,65 +11,45 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conversations.domain import TOOL_NAME_PATTERN, ChatMessage, Role, ToolCall
+from conversations.domain import TOOL_NAME_PATTERN, ChatMessage, ToolCall
 from conversations.models import Message
 from conversations.selectors import get_history, message_to_domain, open_tool_calls
 from conversations.services import append_messages, create_conversation
+from tests.strategies import (
+    RAW_NOT_OBJECTS,
+    argument_objects,
+    json_scalars,
+    storable_text,
+    tool_calls,
+)
+from tests.strategies import histories as shared_histories
+from tests.strategies import json_values as shared_json_values
 
 from .messages import calls, tool_turn
 
 pytestmark = pytest.mark.django_db
 
-# PostgreSQL text and jsonb cannot hold NUL; lone surrogates are not UTF-8.
-text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=30)
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**53), max_value=2**53)
-    # jsonb keeps numbers as numeric: 1.2e+16 reads back as the int 12000000000000000
-    # and -0.0 as 0.0. Below 1e15 Python writes floats with a decimal point and
-    # they round-trip exactly (docs/data-model.md, "JSON values").
-    | st.floats(min_value=-1e15, max_value=1e15).map(lambda x: x + 0.0)
-    | text
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(text, children, max_size=3),
-    max_leaves=8,
-)
-json_objects = st.dictionaries(text, json_values, max_size=4)
-tool_names = st.from_regex(TOOL_NAME_PATTERN, fullmatch=True)
+text = storable_text
+json_values = shared_json_values(json_scalars(text, storable_numbers=True), keys=text, max_leaves=8)
 metadata = st.none() | st.dictionaries(text, json_values, min_size=1, max_size=2)
+# Argument text that is not a JSON object: kept raw, arguments empty.
+raw = st.sampled_from(RAW_NOT_OBJECTS) | text.map(lambda value: value or "[]")
 
 
-@st.composite
-def tool_calls(draw, serial):
-    call_id = f"{draw(text.filter(bool))}#{next(serial)}"  # unique in the conversation
-    if draw(st.booleans()):
-        return ToolCall(id=call_id, name=draw(tool_names), arguments=draw(json_objects))
-    # Argument text that is not a JSON object: kept raw, arguments empty.
-    raw = draw(st.sampled_from(["[]", "null", '{"city": ', "not json", "{'a': 1}"]) | text)
-    return ToolCall(id=call_id, name=draw(tool_names), raw_arguments=raw or "[]")
+def _call(call_id: str) -> st.SearchStrategy[ToolCall]:
+    names = st.from_regex(TOOL_NAME_PATTERN, fullmatch=True)
+    return tool_calls(st.just(call_id), names, argument_objects(text, json_values), raw)
 
 
-@st.composite
-def histories(draw):
-    """A valid conversation: every call answered before the next non-tool message."""
-    serial = iter(range(10**6))
-    history: list[ChatMessage] = []
-    if draw(st.booleans()):
-        history.append(ChatMessage.system(draw(text)))
-    for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        history.append(ChatMessage.user(draw(text)))
-        for _ in range(draw(st.integers(min_value=0, max_value=2))):
-            made = draw(st.lists(tool_calls(serial), min_size=1, max_size=4))
-            history.append(
-                ChatMessage.assistant_tool_calls(made, draw(text), provider_metadata=draw(metadata))
-            )
-            for call in draw(st.permutations(made)):
-                history.append(ChatMessage.tool_result(call.id, draw(text)))
-        history.append(ChatMessage(Role.ASSISTANT, draw(text), provider_metadata=draw(metadata)))
-    return history
+def histories() -> st.SearchStrategy[list[ChatMessage]]:
+    """Valid conversations with metadata on assistant messages and flagged results."""
+    return shared_histories(
+        texts=text,
+        ids=text.filter(bool),
+        calls=_call,
+        turn_metadata=lambda ids: metadata,
+        answer_metadata=metadata,
+    )
 
 
 @given(history=histories(), data=st.data())

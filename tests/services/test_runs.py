@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from conversations.domain import ChatMessage, Role
 from conversations.exceptions import RunAlreadyClaimed, RunNotRunning
-from conversations.models import LanguageModel, Profile, Provider, Run
+from conversations.models import Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
@@ -58,14 +58,6 @@ def tools(executed):
             return "asked to stop"
 
         yield r
-
-
-@pytest.fixture
-def profile(db):
-    """The offline demo profile, as the default profile."""
-    provider = Provider.objects.create(slug="demo", name="Demo", adapter=Provider.Adapter.DEMO)
-    model = LanguageModel.objects.create(provider=provider, model_id="demo-model")
-    return Profile.objects.create(slug="demo", name="Demo", language_model=model, is_default=True)
 
 
 def roles(conversation):

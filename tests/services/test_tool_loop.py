@@ -26,16 +26,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def user():
-    return get_user_model().objects.create_user("alice")
-
-
-@pytest.fixture
-def conversation(user):
-    return create_conversation(owner=user, title="test")
-
-
-@pytest.fixture
 def calls_made():
     return []
 

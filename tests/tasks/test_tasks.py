@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from conversations.domain import ChatMessage, ToolCall
 from conversations.exceptions import ConfigurationError
-from conversations.models import Conversation, LanguageModel, Profile, Provider, Run
+from conversations.models import Conversation, Provider, Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import get_history
 from conversations.services import claim_run, start_run
@@ -35,21 +35,6 @@ from tests.processes import ROOT
 pytestmark = pytest.mark.django_db
 
 CELERY = {"EXECUTOR": "celery", "RUN_LEASE_SECONDS": 60, "MESSAGE_THROTTLE_RATE": None}
-
-
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user(username="alice")
-
-
-@pytest.fixture
-def conversation(user):
-    provider = Provider.objects.create(slug="demo", name="Demo", adapter=Provider.Adapter.DEMO)
-    model = LanguageModel.objects.create(provider=provider, model_id="demo-model")
-    profile = Profile.objects.create(
-        slug="demo", name="Demo", language_model=model, is_default=True, max_iterations=4
-    )
-    return Conversation.objects.create(owner=user, title="Tasks", profile=profile)
 
 
 @pytest.fixture
@@ -69,44 +54,44 @@ def published(broker):
 # The task body ------------------------------------------------------------------------------
 
 
-def test_a_queued_run_is_executed(conversation):
-    run = start_run(conversation=conversation, content="What's the weather in Paris?")
+def test_a_queued_run_is_executed(demo_conversation):
+    run = start_run(conversation=demo_conversation, content="What's the weather in Paris?")
     assert execute_queued_run(str(run.pk)) == "executed"
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED and run.claimed_at is not None
 
 
-def test_a_message_for_an_ended_run_does_nothing(conversation):
-    run = start_run(conversation=conversation, content="What's the weather in Paris?")
+def test_a_message_for_an_ended_run_does_nothing(demo_conversation):
+    run = start_run(conversation=demo_conversation, content="What's the weather in Paris?")
     execute_queued_run(str(run.pk))
-    count = conversation.messages.count()
+    count = demo_conversation.messages.count()
     assert execute_queued_run(str(run.pk)) == "ended"
-    assert conversation.messages.count() == count
+    assert demo_conversation.messages.count() == count
 
 
-def test_a_message_for_a_deleted_run_does_nothing(conversation):
-    run = start_run(conversation=conversation, content="hi")
-    conversation.delete()
+def test_a_message_for_a_deleted_run_does_nothing(demo_conversation):
+    run = start_run(conversation=demo_conversation, content="hi")
+    demo_conversation.delete()
     assert execute_queued_run(str(run.pk)) == "missing"
 
 
-def test_a_redelivery_while_the_worker_lives_does_nothing(conversation):
-    run = start_run(conversation=conversation, content="hi")
+def test_a_redelivery_while_the_worker_lives_does_nothing(demo_conversation):
+    run = start_run(conversation=demo_conversation, content="hi")
     claim_run(run=run)  # the first delivery, still working
     assert execute_queued_run(str(run.pk)) == "claimed"
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
-    assert [m.role for m in get_history(conversation=conversation)] == ["user"]
+    assert [m.role for m in get_history(conversation=demo_conversation)] == ["user"]
 
 
-def test_a_redelivery_after_the_worker_died_is_recovered_not_resumed(conversation, settings):
+def test_a_redelivery_after_the_worker_died_is_recovered_not_resumed(demo_conversation, settings):
     settings.CONVERSATIONS = CELERY
-    run = start_run(conversation=conversation, content="What's the weather in Paris?")
+    run = start_run(conversation=demo_conversation, content="What's the weather in Paris?")
     claim_run(run=run)
     # The dead worker had persisted a turn and marked its call running.
     call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})
     append_messages(
-        conversation=conversation, messages=[ChatMessage.assistant_tool_calls([call])], run=run
+        conversation=demo_conversation, messages=[ChatMessage.assistant_tool_calls([call])], run=run
     )
     ToolCallRow.objects.filter(call_id="call_1").update(
         status=ToolCallRow.Status.RUNNING, started_at=timezone.now()
@@ -117,12 +102,12 @@ def test_a_redelivery_after_the_worker_died_is_recovered_not_resumed(conversatio
     run.refresh_from_db()
     assert run.status == Run.Status.INTERRUPTED
     assert ToolCallRow.objects.get(call_id="call_1").status == ToolCallRow.Status.INTERRUPTED
-    history = get_history(conversation=conversation)
+    history = get_history(conversation=demo_conversation)
     assert [m.role for m in history] == ["user", "assistant", "tool"]  # nothing resumed
 
 
-def test_a_configuration_error_in_the_worker_fails_the_run(conversation):
-    run = start_run(conversation=conversation, content="hi")
+def test_a_configuration_error_in_the_worker_fails_the_run(demo_conversation):
+    run = start_run(conversation=demo_conversation, content="hi")
     Provider.objects.update(is_active=False)
     assert execute_queued_run(str(run.pk)) == "failed"
     run.refresh_from_db()
@@ -133,26 +118,26 @@ def test_a_configuration_error_in_the_worker_fails_the_run(conversation):
 
 
 def test_the_celery_executor_publishes_after_the_commit(
-    conversation, settings, queue, django_capture_on_commit_callbacks
+    demo_conversation, settings, queue, django_capture_on_commit_callbacks
 ):
     settings.CONVERSATIONS = CELERY
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run = submit_message(conversation=conversation, content="What's the weather in Paris?")
+        run = submit_message(conversation=demo_conversation, content="What's the weather in Paris?")
     assert queue.waiting() == 0  # nothing before the commit: a worker could not see the run
     assert run.status == Run.Status.RUNNING and run.claimed_at is None
     for callback in callbacks:
         callback()
     assert published(queue) == [str(run.pk)]
-    assert [m.role for m in get_history(conversation=conversation)] == ["user"]
+    assert [m.role for m in get_history(conversation=demo_conversation)] == ["user"]
 
 
 def test_the_api_answers_202_with_the_run_and_where_to_follow_it(
-    conversation, user, settings, queue, django_capture_on_commit_callbacks
+    demo_conversation, user, settings, queue, django_capture_on_commit_callbacks
 ):
     settings.CONVERSATIONS = CELERY
     client = APIClient()
     client.force_authenticate(user)
-    url = reverse("conversations:conversation-messages", args=[conversation.pk])
+    url = reverse("conversations:conversation-messages", args=[demo_conversation.pk])
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(url, {"content": "Weather in Paris?"}, format="json")
     assert response.status_code == 202, response.content
@@ -168,28 +153,28 @@ def test_the_api_answers_202_with_the_run_and_where_to_follow_it(
 
 
 def test_a_configuration_error_is_reported_before_anything_is_queued(
-    conversation, user, settings, queue
+    demo_conversation, user, settings, queue
 ):
     settings.CONVERSATIONS = CELERY
     Provider.objects.update(api_key_ref="env:NOT_SET_ANYWHERE", adapter=Provider.Adapter.OPENAI)
     client = APIClient()
     client.force_authenticate(user)
-    url = reverse("conversations:conversation-messages", args=[conversation.pk])
+    url = reverse("conversations:conversation-messages", args=[demo_conversation.pk])
     response = client.post(url, {"content": "hi"}, format="json")
     assert response.status_code == 503 and response.json()["code"] == "configuration_error"
-    assert not Run.objects.exists() and not conversation.messages.exists()
+    assert not Run.objects.exists() and not demo_conversation.messages.exists()
     assert queue.waiting() == 0
 
 
 # Requeueing ------------------------------------------------------------------------------------
 
 
-def test_requeue_publishes_only_runs_no_worker_took(conversation, user, settings, queue):
+def test_requeue_publishes_only_runs_no_worker_took(demo_conversation, user, settings, queue):
     settings.CONVERSATIONS = CELERY
     old = timezone.now() - timedelta(seconds=120)
-    lost = start_run(conversation=conversation, content="lost")
+    lost = start_run(conversation=demo_conversation, content="lost")
     others = [
-        Conversation.objects.create(owner=user, profile=conversation.profile) for _ in range(2)
+        Conversation.objects.create(owner=user, profile=demo_conversation.profile) for _ in range(2)
     ]
     taken = start_run(conversation=others[0], content="taken")
     claim_run(run=taken)

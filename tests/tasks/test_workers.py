@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from conversations.models import Conversation, LanguageModel, Profile, Provider, Run, ToolCall
+from conversations.models import Conversation, Run, ToolCall
 from conversations.selectors import get_history
 from conversations.services import claim_run, start_run
 from conversations.tasks import execute_run_task
@@ -62,29 +62,14 @@ def start(workers, tool_log):
 
 
 @pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user(username="alice")
-
-
-@pytest.fixture
 def api(user):
     client = APIClient()
     client.force_authenticate(user)
     return client
 
 
-@pytest.fixture
-def conversation(user):
-    provider = Provider.objects.create(slug="demo", name="Demo", adapter=Provider.Adapter.DEMO)
-    model = LanguageModel.objects.create(provider=provider, model_id="demo-model")
-    profile = Profile.objects.create(
-        slug="demo", name="Demo", language_model=model, is_default=True, max_iterations=4
-    )
-    return Conversation.objects.create(owner=user, title="Workers", profile=profile)
-
-
-def post(api, conversation, content):
-    url = reverse("conversations:conversation-messages", args=[conversation.pk])
+def post(api, demo_conversation, content):
+    url = reverse("conversations:conversation-messages", args=[demo_conversation.pk])
     return api.post(url, {"content": content}, format="json")
 
 
@@ -130,17 +115,17 @@ def wait_until_stale(run_id):
     )
 
 
-def assert_valid_history(conversation):
-    history = get_history(conversation=conversation)
+def assert_valid_history(demo_conversation):
+    history = get_history(conversation=demo_conversation)
     assert_every_adapter_accepts(history)
     return history
 
 
 def test_a_message_posted_with_the_celery_executor_is_answered_202_and_runs_in_a_worker(
-    start, api, conversation
+    start, api, demo_conversation
 ):
     worker = start()
-    response = post(api, conversation, "What's the weather in Paris?")
+    response = post(api, demo_conversation, "What's the weather in Paris?")
     assert response.status_code == 202, response.content
     body = response.json()
     run_url = body["url"]
@@ -154,7 +139,7 @@ def test_a_message_posted_with_the_celery_executor_is_answered_202_and_runs_in_a
     assert run.status == Run.Status.COMPLETED, (run.error_code, run.error_message)
     assert run.worker.endswith(f":{worker.pid}")  # executed in the worker process
     assert "Paris" in run.final_content
-    history = assert_valid_history(conversation)
+    history = assert_valid_history(demo_conversation)
     assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
     worker.wait_for("succeeded")
     assert "'executed'" in worker.output()
@@ -162,10 +147,10 @@ def test_a_message_posted_with_the_celery_executor_is_answered_202_and_runs_in_a
 
 
 def test_a_worker_killed_mid_tool_leaves_an_interrupted_run_and_nothing_runs_twice(
-    start, api, conversation, tool_log
+    start, api, demo_conversation, tool_log
 ):
     first = start()
-    response = post(api, conversation, slow(("kill-me", 30)))
+    response = post(api, demo_conversation, slow(("kill-me", 30)))
     assert response.status_code == 202
     run_id = response.json()["run"]["id"]
     wait_until(lambda: executions(tool_log) == ["kill-me"], message="the tool to start")
@@ -180,7 +165,7 @@ def test_a_worker_killed_mid_tool_leaves_an_interrupted_run_and_nothing_runs_twi
     assert run.status == Run.Status.INTERRUPTED and run.error_code == "interrupted"
     (call,) = ToolCall.objects.filter(message__run=run)
     assert call.status == ToolCall.Status.INTERRUPTED
-    history = assert_valid_history(conversation)
+    history = assert_valid_history(demo_conversation)
     assert [m.role for m in history] == ["user", "assistant", "tool"]
     assert history[-1].content == INTERRUPTED
 
@@ -195,18 +180,18 @@ def test_a_worker_killed_mid_tool_leaves_an_interrupted_run_and_nothing_runs_twi
     from django.test import override_settings
 
     with override_settings(CONVERSATIONS=with_inline):
-        response = post(api, conversation, "What's the weather in Paris?")
+        response = post(api, demo_conversation, "What's the weather in Paris?")
     assert response.status_code == 201, response.content
     assert response.json()["run"]["status"] == "completed"
-    assert_valid_history(conversation)
+    assert_valid_history(demo_conversation)
     assert executions(tool_log) == ["kill-me"]
 
 
 def test_a_redelivered_message_of_a_dead_worker_is_recovered_not_executed(
-    start, api, conversation, tool_log
+    start, api, demo_conversation, tool_log
 ):
     first = start()
-    response = post(api, conversation, slow(("once", 30)))
+    response = post(api, demo_conversation, slow(("once", 30)))
     run_id = response.json()["run"]["id"]
     wait_until(lambda: executions(tool_log) == ["once"], message="the tool to start")
     first.kill()
@@ -218,15 +203,15 @@ def test_a_redelivered_message_of_a_dead_worker_is_recovered_not_executed(
     assert "'recovered'" in second.output()
     run = Run.objects.get(pk=run_id)
     assert run.status == Run.Status.INTERRUPTED
-    assert assert_valid_history(conversation)[-1].content == INTERRUPTED
+    assert assert_valid_history(demo_conversation)[-1].content == INTERRUPTED
     assert executions(tool_log) == ["once"]
 
 
 def test_a_duplicate_delivery_while_the_worker_is_alive_does_nothing(
-    start, api, conversation, tool_log
+    start, api, demo_conversation, tool_log
 ):
     first, second = start(), start()
-    response = post(api, conversation, slow(("single", 2)))
+    response = post(api, demo_conversation, slow(("single", 2)))
     run_id = response.json()["run"]["id"]
     wait_until(lambda: executions(tool_log) == ["single"], message="the tool to start")
     execute_run_task.delay(run_id)  # the broker hands the same run out again
@@ -236,12 +221,14 @@ def test_a_duplicate_delivery_while_the_worker_is_alive_does_nothing(
     duplicate = first if "'claimed'" in first.output() else second
     duplicate.wait_for("'claimed'")
     assert executions(tool_log) == ["single"]
-    assert_valid_history(conversation)
+    assert_valid_history(demo_conversation)
 
 
-def test_cancelling_through_the_api_while_a_worker_runs_a_tool(start, api, conversation, tool_log):
+def test_cancelling_through_the_api_while_a_worker_runs_a_tool(
+    start, api, demo_conversation, tool_log
+):
     start()
-    response = post(api, conversation, slow(("first", 1.0), ("second", 1.0)))
+    response = post(api, demo_conversation, slow(("first", 1.0), ("second", 1.0)))
     run_id = response.json()["run"]["id"]
     wait_until(lambda: executions(tool_log) == ["first"], message="the first tool to start")
 
@@ -254,7 +241,7 @@ def test_cancelling_through_the_api_while_a_worker_runs_a_tool(start, api, conve
     calls = list(ToolCall.objects.filter(message__run=run).order_by("index"))
     assert [c.status for c in calls] == [ToolCall.Status.SUCCEEDED, ToolCall.Status.CANCELLED]
     assert executions(tool_log) == ["first"]  # the running tool finished, the next never ran
-    history = assert_valid_history(conversation)
+    history = assert_valid_history(demo_conversation)
     assert [m.role for m in history] == ["user", "assistant", "tool", "tool"]
     assert history[-2].content == "first done" and history[-1].content == CANCELLED
 
@@ -263,12 +250,12 @@ def test_cancelling_through_the_api_while_a_worker_runs_a_tool(start, api, conve
 
 
 def test_recover_runs_requeue_publishes_lost_runs_again_and_interrupts_dead_ones(
-    start, user, conversation, tool_log
+    start, user, demo_conversation, tool_log
 ):
     # A run whose message was lost: started, never published, never claimed.
-    lost = start_run(conversation=conversation, content="What's the weather in Paris?")
+    lost = start_run(conversation=demo_conversation, content="What's the weather in Paris?")
     # A run whose worker died: claimed, then silent.
-    other = Conversation.objects.create(owner=user, title="Dead", profile=conversation.profile)
+    other = Conversation.objects.create(owner=user, title="Dead", profile=demo_conversation.profile)
     dead = start_run(conversation=other, content="Hello")
     assert claim_run(run=dead)
     old = timezone.now() - timedelta(seconds=LEASE + 5)
@@ -283,4 +270,4 @@ def test_recover_runs_requeue_publishes_lost_runs_again_and_interrupts_dead_ones
     start()
     run = wait_for_end(lost.pk)
     assert run.status == Run.Status.COMPLETED and run.claimed_at is not None
-    assert_valid_history(conversation)
+    assert_valid_history(demo_conversation)

@@ -1,0 +1,199 @@
+"""Hypothesis strategies shared by the property tests: JSON, tool calls, messages, histories.
+
+Each strategy takes the few knobs its users differ in (an alphabet an adapter
+needs, how many rounds, what metadata a turn carries) as parameters, so a test
+specialises the shared strategy instead of copying it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import strategies as st
+
+from conversations.domain import ChatMessage, Role, ToolCall
+
+JsonValue = Any
+Range = tuple[int, int]
+
+# PostgreSQL text and jsonb cannot hold NUL; lone surrogates are not UTF-8.
+storable_text = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=30
+)
+
+# JSON text that is not an object: a call with it keeps it raw, its arguments empty.
+RAW_NOT_OBJECTS = ("[]", "null", '{"city": ', "not json", "{'a': 1}", "[1]", '"x"', "{oops")
+
+
+def json_scalars(
+    text: st.SearchStrategy[str] | None = None, *, storable_numbers: bool = False
+) -> st.SearchStrategy[JsonValue]:
+    """null, booleans, numbers and strings; ``storable_numbers`` keeps them exact in jsonb."""
+    strings = st.text(max_size=10) if text is None else text
+    if storable_numbers:
+        # jsonb keeps numbers as numeric: 1.2e+16 reads back as the int 12000000000000000
+        # and -0.0 as 0.0. Below 1e15 Python writes floats with a decimal point and
+        # they round-trip exactly.
+        numbers = st.integers(min_value=-(2**53), max_value=2**53) | st.floats(
+            min_value=-1e15, max_value=1e15
+        ).map(lambda x: x + 0.0)
+    else:
+        numbers = st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    return st.none() | st.booleans() | numbers | strings
+
+
+def json_values(
+    scalars: st.SearchStrategy[JsonValue] | None = None,
+    keys: st.SearchStrategy[str] | None = None,
+    *,
+    max_leaves: int = 100,
+) -> st.SearchStrategy[JsonValue]:
+    """Any JSON value: ``scalars`` nested in lists and objects with ``keys``."""
+    leaves = json_scalars() if scalars is None else scalars
+    names = st.text(max_size=8) if keys is None else keys
+    return st.recursive(
+        leaves,
+        lambda children: (
+            st.lists(children, max_size=3) | st.dictionaries(names, children, max_size=3)
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+def argument_objects(
+    keys: st.SearchStrategy[str] | None = None,
+    values: st.SearchStrategy[JsonValue] | None = None,
+    *,
+    max_size: int = 4,
+) -> st.SearchStrategy[dict[str, JsonValue]]:
+    """A tool call's arguments: a JSON object (possibly empty)."""
+    names = st.text(max_size=10) if keys is None else keys
+    members = json_values() if values is None else values
+    return st.dictionaries(names, members, max_size=max_size)
+
+
+tool_call_ids = st.text(min_size=1, max_size=12)
+tool_names = st.text(min_size=1, max_size=12)
+raw_arguments = st.sampled_from(RAW_NOT_OBJECTS)
+
+
+def tool_calls(
+    ids: st.SearchStrategy[str] = tool_call_ids,
+    names: st.SearchStrategy[str] = tool_names,
+    arguments: st.SearchStrategy[dict[str, JsonValue]] | None = None,
+    raw: st.SearchStrategy[str] | None = raw_arguments,
+    *,
+    types: st.SearchStrategy[str] | None = None,
+) -> st.SearchStrategy[ToolCall]:
+    """A call with an arguments object, or (unless ``raw`` is None) one with raw argument text.
+
+    ``types`` draws the call's ``type`` (default: always "function").
+    """
+    objects = argument_objects() if arguments is None else arguments
+    kinds = st.just("function") if types is None else types
+    parsed = st.builds(ToolCall, id=ids, name=names, arguments=objects, type=kinds)
+    if raw is None:
+        return parsed
+    return parsed | st.builds(ToolCall, id=ids, name=names, raw_arguments=raw, type=kinds)
+
+
+def tool_results(
+    ids: st.SearchStrategy[str] = tool_call_ids,
+    contents: st.SearchStrategy[str] | None = None,
+    is_error: st.SearchStrategy[bool] | None = None,
+) -> st.SearchStrategy[ChatMessage]:
+    """A tool message answering one id, possibly flagged ``is_error``."""
+    return st.builds(
+        lambda call_id, content, error: ChatMessage.tool_result(call_id, content, is_error=error),
+        ids,
+        st.text(max_size=30) if contents is None else contents,
+        st.booleans() if is_error is None else is_error,
+    )
+
+
+def no_metadata(call_ids: list[str]) -> st.SearchStrategy[dict[str, Any] | None]:
+    return st.none()
+
+
+@st.composite
+def histories(
+    draw: st.DrawFn,
+    *,
+    texts: st.SearchStrategy[str] | None = None,
+    first_user_texts: st.SearchStrategy[str] | None = None,
+    ids: st.SearchStrategy[str] = tool_call_ids,
+    calls: Callable[[str], st.SearchStrategy[ToolCall]] | None = None,
+    systems: Range = (0, 1),
+    rounds: Range = (1, 3),
+    turns_per_round: Range = (0, 2),
+    calls_per_turn: Range = (1, 4),
+    turn_metadata: Callable[[list[str]], st.SearchStrategy[dict[str, Any] | None]] = no_metadata,
+    answer_metadata: st.SearchStrategy[dict[str, Any] | None] | None = None,
+    interludes: tuple[Role, ...] = (),
+    final_answers: bool = True,
+    is_error: st.SearchStrategy[bool] | None = None,
+) -> list[ChatMessage]:
+    """A valid conversation: every call is answered (in any order) before the next other message.
+
+    ``systems`` leading system messages, then ``rounds`` rounds of a user message
+    and ``turns_per_round`` assistant turns of ``calls_per_turn`` parallel calls
+    (``calls(call_id)`` makes each; ids are unique in the history), each turn
+    followed by its results (possibly ``is_error``), then optionally one message
+    of each role in ``interludes``; with ``final_answers`` each round ends with an
+    assistant answer. ``turn_metadata(ids)`` is the provider metadata of a turn.
+    """
+    text = st.text(max_size=12) if texts is None else texts
+    make_call = calls or (lambda call_id: tool_calls(st.just(call_id)))
+    errors = st.booleans() if is_error is None else is_error
+    metadata = st.none() if answer_metadata is None else answer_metadata
+    used: set[str] = set()
+    history = [ChatMessage.system(draw(text)) for _ in range(draw(st.integers(*systems)))]
+    for number in range(draw(st.integers(*rounds))):
+        first = number == 0 and first_user_texts is not None
+        history.append(ChatMessage.user(draw(first_user_texts if first else text)))
+        for _ in range(draw(st.integers(*turns_per_round))):
+            turn_ids = draw(
+                st.lists(
+                    ids.filter(lambda i: i not in used),
+                    min_size=calls_per_turn[0],
+                    max_size=calls_per_turn[1],
+                    unique=True,
+                )
+            )
+            used.update(turn_ids)
+            made = [draw(make_call(call_id)) for call_id in turn_ids]
+            history.append(
+                ChatMessage.assistant_tool_calls(
+                    made, draw(text), provider_metadata=draw(turn_metadata(turn_ids))
+                )
+            )
+            for call_id in draw(st.permutations(turn_ids)):
+                history.append(ChatMessage.tool_result(call_id, draw(text), is_error=draw(errors)))
+            for role in interludes:
+                if draw(st.booleans()):
+                    history.append(ChatMessage(role, draw(text)))
+        if final_answers:
+            history.append(
+                ChatMessage(Role.ASSISTANT, draw(text), provider_metadata=draw(metadata))
+            )
+    return history
+
+
+def import_bodies(
+    history: st.SearchStrategy[list[ChatMessage]] | None = None,
+    titles: st.SearchStrategy[str] | None = None,
+) -> st.SearchStrategy[dict[str, Any]]:
+    """A conversation import body: a valid history in the wire shape (``to_dict`` plus is_error)."""
+
+    def wire(message: ChatMessage) -> dict[str, Any]:
+        data = message.to_dict()
+        if message.is_error:
+            data["is_error"] = True
+        return data
+
+    return st.builds(
+        lambda title, messages: {"title": title, "messages": [wire(m) for m in messages]},
+        st.text(max_size=20) if titles is None else titles,
+        histories() if history is None else history,
+    )
