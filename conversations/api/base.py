@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.apps import apps
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.openapi import AutoSchema
 from rest_framework.authentication import (
@@ -27,6 +29,9 @@ from conversations.models import Conversation
 
 from .errors import QueryValidationError, exception_handler
 
+if TYPE_CHECKING:
+    from rest_framework.settings import _Settings as _DRFSettings
+
 __all__ = ["ConversationsAPIView", "DescriptionMetadata"]
 
 
@@ -42,7 +47,8 @@ class _Settings:
 class JSONNegotiation(DefaultContentNegotiation):
     """Content negotiation that leaves ``?format=`` to the views (the export uses it)."""
 
-    settings = _Settings()
+    # Duck-typed: every name but one is DRF's own (the stubs know only DRF's class).
+    settings = cast("_DRFSettings", _Settings())
 
 
 class DescriptionMetadata(SimpleMetadata):
@@ -58,7 +64,7 @@ class DescriptionMetadata(SimpleMetadata):
         return {}
 
 
-class ConversationsAPIView(GenericAPIView):
+class ConversationsAPIView(GenericAPIView[Any]):
     """Authentication, permissions, JSON in and out, and the app's error handler.
 
     Token authentication comes first so that a request without credentials is
@@ -90,15 +96,17 @@ class ConversationsAPIView(GenericAPIView):
 
     # Helpers for the views ---------------------------------------------------------
 
-    def owned_conversations(self) -> Any:
+    def owned_conversations(self) -> QuerySet[Conversation]:
         """The requesting user's conversations: the only ones any view may touch."""
-        return Conversation.objects.filter(owner=self.request.user)
+        user = self.request.user
+        assert not isinstance(user, AnonymousUser)  # IsAuthenticated let only users through
+        return Conversation.objects.filter(owner=user)
 
     def get_conversation(self, conversation_id: Any) -> Conversation:
         """The user's conversation, else 404 (never 403: it may not exist at all)."""
         return get_object_or_404(self.owned_conversations(), pk=conversation_id)
 
-    def query(self, serializer_class: type[Serializer]) -> dict[str, Any]:
+    def query(self, serializer_class: type[Serializer[Any]]) -> dict[str, Any]:
         """The validated query parameters (errors located by ``parameter``)."""
         serializer = serializer_class(data=self.request.query_params)
         if not serializer.is_valid():

@@ -30,7 +30,8 @@ class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
     target_class = NamedChoiceField
 
     def get_name(self) -> str:
-        return self.target.component_name
+        target: NamedChoiceField = self.target
+        return target.component_name
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
         return {"type": "string", "enum": list(self.target.choices)}
