@@ -17,6 +17,7 @@ from rest_framework.authentication import (
 from rest_framework.generics import GenericAPIView
 from rest_framework.metadata import SimpleMetadata
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.pagination import BasePagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
@@ -79,7 +80,7 @@ class ConversationsAPIView(GenericAPIView[Any]):
     content_negotiation_class = JSONNegotiation
     metadata_class = DescriptionMetadata
     filter_backends = ()
-    pagination_class = None
+    pagination_class: type[BasePagination] | None = None
     # Set per view so the OpenAPI schema works without the host's DEFAULT_SCHEMA_CLASS.
     schema = AutoSchema()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -337,7 +338,9 @@ class RunDetailView(ConversationsAPIView):
         tags=["runs"],
     )
     def get(self, request: Request, run_id: Any) -> Response:
-        runs = selectors.runs_with_calls(runs=Run.objects.filter(conversation__owner=request.user))
+        user = request.user
+        assert not isinstance(user, AnonymousUser)  # IsAuthenticated let only users through
+        runs = selectors.runs_with_calls(runs=Run.objects.filter(conversation__owner=user))
         return Response(RunSerializer(get_object_or_404(runs, pk=run_id)).data)
 
 
@@ -359,7 +362,9 @@ class RunCancelView(ConversationsAPIView):
         tags=["runs"],
     )
     def post(self, request: Request, run_id: Any) -> Response:
-        run = get_object_or_404(Run.objects.filter(conversation__owner=request.user), pk=run_id)
+        user = request.user
+        assert not isinstance(user, AnonymousUser)  # IsAuthenticated let only users through
+        run = get_object_or_404(Run.objects.filter(conversation__owner=user), pk=run_id)
         cancel_run(run=run)
         run = selectors.runs_with_calls(runs=Run.objects.filter(pk=run.pk)).get()
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
