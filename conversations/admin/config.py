@@ -10,7 +10,7 @@ and its detail, with any resolved key scrubbed once more). The forms live in
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib import admin, messages
 from django.db.models import OuterRef
@@ -28,6 +28,16 @@ from .forms import LanguageModelForm, ProfileForm, ProviderForm, temperature_war
 __all__ = ["LanguageModelAdmin", "ProfileAdmin", "ProviderAdmin", "ToolSettingAdmin"]
 
 logger = logging.getLogger("conversations.admin")
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _CallCount(TypedDict):
+    """What ``ToolSettingAdmin.get_queryset`` annotates each row with."""
+
+    call_count: int
+
 
 KEYLESS_ADAPTERS = frozenset({Provider.Adapter.OLLAMA, Provider.Adapter.DEMO})
 """Adapters that work without a key (an empty reference is fine for them)."""
@@ -269,7 +279,7 @@ class ToolSettingAdmin(admin.ModelAdmin):
         return format_html("<pre>{}</pre>", pretty_json(tool.parameters)) if tool else "-"
 
     @admin.display(description="calls", ordering="call_count")
-    def call_count(self, obj: ToolSetting) -> int:
+    def call_count(self, obj: WithAnnotations[ToolSetting, _CallCount]) -> int:
         return obj.call_count
 
     @admin.action(description="Enable the selected tools")

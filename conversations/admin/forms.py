@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.admin.widgets import AdminURLFieldWidget
 from django.core.exceptions import ValidationError
+from django.http import QueryDict
 
 from conversations.exceptions import ConfigurationError
 from conversations.models import LanguageModel, Profile, Provider
@@ -63,8 +64,10 @@ class ProviderForm(forms.ModelForm):
             scheme == "env" and not _ENV_NAME.fullmatch(name)
         ):
             # Whatever was typed might be a pasted key: never echo it back.
-            self.data = self.data.copy()
-            self.data[self.add_prefix("api_key_ref")] = ""
+            # Bound data is a QueryDict (a dict in some tests): both copy to a mutable one.
+            data = cast(QueryDict, self.data).copy()
+            data[self.add_prefix("api_key_ref")] = ""
+            self.data = data
             raise ValidationError(
                 'api_key_ref must be a reference such as "env:OPENAI_API_KEY" '
                 "(scheme:name), never the key itself. The value was cleared.",
@@ -183,6 +186,11 @@ def temperature_warning(profile: Profile, *, always: bool = False) -> str:
     )
 
 
+def _model_label(obj: LanguageModel) -> str:
+    """A language model as the profile form lists it: its provider first."""
+    return f"{obj.provider.name} · {obj}"
+
+
 class ProfileForm(forms.ModelForm):
     """Checks the tool policy against the registry."""
 
@@ -205,9 +213,10 @@ class ProfileForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         field = self.fields.get("language_model")
-        if field is not None:
+        if isinstance(field, forms.ModelChoiceField) and field.queryset is not None:
             field.queryset = field.queryset.select_related("provider")
-            field.label_from_instance = lambda m: f"{m.provider.name} · {m}"
+            # Django's documented per-instance hook; the stubs only know the method.
+            field.label_from_instance = _model_label  # type: ignore[method-assign]
         temperature = self.fields.get("temperature")
         if temperature is not None:
             help_text = "Empty = the model's default."
@@ -237,7 +246,8 @@ class ProfileForm(forms.ModelForm):
         return list(dict.fromkeys(value))
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         choice = (cleaned.get("tool_choice") or "").strip()
         if choice and choice not in TOOL_CHOICE_KEYWORDS:
             allowed = cleaned.get("allowed_tools")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.apps import apps
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.openapi import AutoSchema
 from rest_framework.authentication import (
@@ -15,6 +16,7 @@ from rest_framework.authentication import (
 from rest_framework.generics import GenericAPIView
 from rest_framework.metadata import SimpleMetadata
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.pagination import BasePagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
@@ -27,6 +29,9 @@ from conversations import selectors
 from conversations.models import Conversation
 
 from .errors import QueryValidationError, exception_handler
+
+if TYPE_CHECKING:
+    from rest_framework.settings import _Settings as _DRFSettings
 
 __all__ = ["ConversationsAPIView", "DescriptionMetadata"]
 
@@ -43,7 +48,8 @@ class _Settings:
 class JSONNegotiation(DefaultContentNegotiation):
     """Content negotiation that leaves ``?format=`` to the views (the export uses it)."""
 
-    settings = _Settings()
+    # Duck-typed: every name but one is DRF's own (the stubs know only DRF's class).
+    settings = cast("_DRFSettings", _Settings())
 
 
 class DescriptionMetadata(SimpleMetadata):
@@ -59,7 +65,7 @@ class DescriptionMetadata(SimpleMetadata):
         return {}
 
 
-class ConversationsAPIView(GenericAPIView):
+class ConversationsAPIView(GenericAPIView[Any]):
     """Authentication, permissions, JSON in and out, and the app's error handler.
 
     Token authentication comes first so that a request without credentials is
@@ -74,7 +80,7 @@ class ConversationsAPIView(GenericAPIView):
     content_negotiation_class = JSONNegotiation
     metadata_class = DescriptionMetadata
     filter_backends = ()
-    pagination_class = None
+    pagination_class: type[BasePagination] | None = None
     # Set per view so the OpenAPI schema works without the host's DEFAULT_SCHEMA_CLASS.
     schema = AutoSchema()
 
@@ -91,7 +97,7 @@ class ConversationsAPIView(GenericAPIView):
 
     # Helpers for the views ---------------------------------------------------------
 
-    def owned_conversations(self) -> Any:
+    def owned_conversations(self) -> QuerySet[Conversation]:
         """The requesting user's conversations: the only ones any view may touch."""
         return selectors.owned_conversations(user=self.request.user)
 
@@ -99,7 +105,7 @@ class ConversationsAPIView(GenericAPIView):
         """The user's conversation, else 404 (never 403: it may not exist at all)."""
         return get_object_or_404(self.owned_conversations(), pk=conversation_id)
 
-    def query(self, serializer_class: type[Serializer]) -> dict[str, Any]:
+    def query(self, serializer_class: type[Serializer[Any]]) -> dict[str, Any]:
         """The validated query parameters (errors located by ``parameter``)."""
         serializer = serializer_class(data=self.request.query_params)
         if not serializer.is_valid():

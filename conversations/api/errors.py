@@ -156,7 +156,9 @@ def error_body(code: str, detail: str, errors: Iterable[Mapping[str, Any]] = ())
     return {"code": code, "detail": str(detail), "errors": [dict(item) for item in errors]}
 
 
-def _field_errors(detail: Any, path: tuple[str | int, ...] = ()) -> Iterable[tuple[tuple, Any]]:
+def _field_errors(
+    detail: Any, path: tuple[str | int, ...] = ()
+) -> Iterable[tuple[tuple[str | int, ...], Any]]:
     """Flatten DRF's nested error detail into ``(path, ErrorDetail)`` pairs."""
     if isinstance(detail, Mapping):
         for key, value in detail.items():
@@ -212,10 +214,12 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
         detail = errors[0]["detail"] if len(errors) == 1 else "The request is not valid."
         code, body = exc.status_code, error_body("invalid", detail, errors)
     elif isinstance(exc, exceptions.APIException):
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header
-        if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))
+        auth_header = getattr(exc, "auth_header", None)
+        if auth_header:
+            headers["WWW-Authenticate"] = auth_header
+        wait = getattr(exc, "wait", None)
+        if wait:
+            headers["Retry-After"] = str(int(wait))
         code = exc.status_code
         body = error_body(_api_exception_code(exc), _api_exception_detail(exc))
     elif isinstance(exc, ConversationsError):

@@ -50,6 +50,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections, connections
 from django.db.models import Max, Min
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
@@ -163,7 +164,10 @@ class RunEventStream:
             return messages[-1].position
         if first is None:
             return None
-        return Message.objects.filter(run_id=self.run_id).aggregate(p=Max("position"))["p"]
+        last: int | None = Message.objects.filter(run_id=self.run_id).aggregate(p=Max("position"))[
+            "p"
+        ]
+        return last
 
     def _render(self, slots: Sequence[tuple[int, str, Any]]) -> list[RunEvent] | None:
         from conversations.selectors import runs_with_calls
@@ -317,7 +321,7 @@ def _last_event_id(request: HttpRequest) -> int | None:
     return value if -1 <= value <= _MAX_ID else None
 
 
-def run_events(request: HttpRequest, run_id: UUID) -> HttpResponse:
+def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     """``GET /runs/{id}/events/``: the run's events as ``text/event-stream``.
 
     Owner only (anyone else gets 404, as everywhere in the API); the same

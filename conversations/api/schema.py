@@ -8,12 +8,15 @@ own component instead, so the host's settings stay untouched.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
 __all__ = ["NamedChoiceField"]
+
+_View = TypeVar("_View", bound=Callable[..., Any])
 
 
 class NamedChoiceField(serializers.ChoiceField):
@@ -30,13 +33,14 @@ class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
     target_class = NamedChoiceField
 
     def get_name(self) -> str:
-        return self.target.component_name
+        target: NamedChoiceField = self.target
+        return target.component_name
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
         return {"type": "string", "enum": list(self.target.choices)}
 
 
-def document(**kwargs: Any) -> Any:
+def document(**kwargs: Any) -> Callable[[_View], _View]:
     """``extend_schema`` that works without the host's ``DEFAULT_SCHEMA_CLASS``.
 
     drf-spectacular builds a method's schema class on top of DRF's global
@@ -46,9 +50,10 @@ def document(**kwargs: Any) -> Any:
     from drf_spectacular.openapi import AutoSchema
     from drf_spectacular.utils import extend_schema
 
-    def decorator(func: Any) -> Any:
-        if not hasattr(func, "schema") and "schema" not in getattr(func, "kwargs", {}):
-            func.schema = AutoSchema
+    def decorator(func: _View) -> _View:
+        marked: Any = func  # gains a ``schema`` attribute, which no callable type declares
+        if not hasattr(marked, "schema") and "schema" not in getattr(marked, "kwargs", {}):
+            marked.schema = AutoSchema
         return extend_schema(**kwargs)(func)
 
     return decorator

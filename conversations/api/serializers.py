@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django.core.validators import slug_re
 from drf_spectacular.types import OpenApiTypes
@@ -46,6 +46,15 @@ MAX_IMPORT_MESSAGES = 1000
 
 _ROLES = [choice[0] for choice in Message.Role.choices]
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _AssistantMessages(TypedDict):
+    """What the run views prefetch onto each run (``Prefetch(to_attr=...)``)."""
+
+    assistant_messages: list[Message]
+
 
 def _duration_ms(start: datetime | None, end: datetime | None) -> int | None:
     if start is None or end is None:
@@ -56,7 +65,9 @@ def _duration_ms(start: datetime | None, end: datetime | None) -> int | None:
 # Storable JSON -----------------------------------------------------------------------
 
 
-def _unstorable(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple, str, str]]:
+def _unstorable(
+    value: Any, path: tuple[str | int, ...]
+) -> Iterator[tuple[tuple[str | int, ...], str, str]]:
     """Where ``value`` holds something no database column can store, and why.
 
     PostgreSQL refuses NUL characters in text and JSON, both databases refuse
@@ -110,7 +121,7 @@ class JSONObjectField(serializers.JSONField):
         return value
 
 
-class ProfileSlugField(serializers.SlugRelatedField):
+class ProfileSlugField(serializers.SlugRelatedField[Profile]):
     """An active profile, named by its slug."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -127,7 +138,7 @@ class ProfileSlugField(serializers.SlugRelatedField):
 # Errors ------------------------------------------------------------------------------
 
 
-class ErrorItemSerializer(serializers.Serializer):
+class ErrorItemSerializer(serializers.Serializer[Any]):
     """One located problem."""
 
     pointer = serializers.CharField(
@@ -142,18 +153,20 @@ class ErrorItemSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[Any]):
     """Every error answer of the API."""
 
     code = serializers.CharField(help_text="Stable machine-readable code.")
     detail = serializers.CharField(help_text="Human-readable explanation.")
-    errors = ErrorItemSerializer(many=True)
+    # DRF's metaclass moves declared fields off the class, so this does not
+    # shadow ``Serializer.errors`` at runtime; the stubs cannot know that.
+    errors = ErrorItemSerializer(many=True)  # type: ignore[assignment]
 
 
 # Tool calls, usage -------------------------------------------------------------------
 
 
-class UsageSerializer(serializers.Serializer):
+class UsageSerializer(serializers.Serializer[Any]):
     """Token counts."""
 
     prompt_tokens = serializers.IntegerField(allow_null=True)
@@ -173,7 +186,7 @@ def _usage(obj: Any) -> dict[str, int | None] | None:
     return values
 
 
-class ToolCallSerializer(serializers.Serializer):
+class ToolCallSerializer(serializers.Serializer[Any]):
     """One call an assistant message made."""
 
     id = serializers.CharField(source="call_id", help_text="The provider's call id.")
@@ -194,7 +207,7 @@ class ToolCallSerializer(serializers.Serializer):
 # Messages --------------------------------------------------------------------------
 
 
-class MessageSerializer(serializers.Serializer):
+class MessageSerializer(serializers.Serializer[Any]):
     """One message of the history (assistant-only fields are null on other roles)."""
 
     position = serializers.IntegerField()
@@ -229,7 +242,7 @@ class MessageSerializer(serializers.Serializer):
         return data
 
 
-class MessageListQuerySerializer(serializers.Serializer):
+class MessageListQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of the message list."""
 
     after = serializers.IntegerField(
@@ -240,7 +253,7 @@ class MessageListQuerySerializer(serializers.Serializer):
     )
 
 
-class MessageInputSerializer(serializers.Serializer):
+class MessageInputSerializer(serializers.Serializer[Any]):
     """A user message to answer."""
 
     content = serializers.CharField(
@@ -270,7 +283,7 @@ class MessageInputSerializer(serializers.Serializer):
 # Runs ------------------------------------------------------------------------------
 
 
-class RunSerializer(serializers.Serializer):
+class RunSerializer(serializers.Serializer[Any]):
     """One execution of the tool loop."""
 
     id = serializers.UUIDField()
@@ -308,13 +321,15 @@ class RunSerializer(serializers.Serializer):
         return _duration_ms(obj.started_at, obj.finished_at)
 
     @extend_schema_field(ToolCallSerializer(many=True))
-    def get_tool_calls(self, obj: Run) -> list[dict[str, Any]]:
+    def get_tool_calls(self, obj: WithAnnotations[Run, _AssistantMessages]) -> list[dict[str, Any]]:
         # ``assistant_messages`` is prefetched with their calls (see views).
         calls = [call for message in obj.assistant_messages for call in message.tool_calls.all()]
-        return ToolCallSerializer(calls, many=True).data
+        # ``many=True`` makes a ListSerializer, whose data is a list; the stubs
+        # type every serializer's data as a dict.
+        return cast(list[dict[str, Any]], ToolCallSerializer(calls, many=True).data)
 
 
-class PostMessageResultSerializer(serializers.Serializer):
+class PostMessageResultSerializer(serializers.Serializer[Any]):
     """What a posted message produced."""
 
     run = RunSerializer()
@@ -349,14 +364,14 @@ class RunFailureSerializer(ErrorSerializer):
 # Conversations -----------------------------------------------------------------------
 
 
-class LastRunSerializer(serializers.Serializer):
+class LastRunSerializer(serializers.Serializer[Any]):
     """The newest run of a conversation."""
 
     id = serializers.UUIDField()
     status = NamedChoiceField(choices=RunStatus.choices, component_name="RunStatus")
 
 
-class ConversationSerializer(serializers.Serializer):
+class ConversationSerializer(serializers.Serializer[Any]):
     """A conversation as listed and shown."""
 
     id = serializers.UUIDField()
@@ -375,7 +390,7 @@ class ConversationSerializer(serializers.Serializer):
         return {"id": str(obj.last_run_id), "status": obj.last_run_status}
 
 
-class ConversationInputSerializer(serializers.Serializer):
+class ConversationInputSerializer(serializers.Serializer[Any]):
     """What a client may set on a conversation."""
 
     title = serializers.CharField(max_length=200, allow_blank=True, required=False)
@@ -411,7 +426,7 @@ class ImportInputSerializer(ConversationInputSerializer):
         return value
 
 
-class ConversationListQuerySerializer(serializers.Serializer):
+class ConversationListQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of the conversation list."""
 
     q = serializers.CharField(
@@ -422,7 +437,7 @@ class ConversationListQuerySerializer(serializers.Serializer):
 # Configuration -------------------------------------------------------------------------
 
 
-class ToolSerializer(serializers.Serializer):
+class ToolSerializer(serializers.Serializer[Any]):
     """A tool the model may be offered."""
 
     name = serializers.CharField()
@@ -430,7 +445,7 @@ class ToolSerializer(serializers.Serializer):
     parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
 
 
-class ProfileSerializer(serializers.Serializer):
+class ProfileSerializer(serializers.Serializer[Any]):
     """An active profile (never any key or key reference)."""
 
     slug = serializers.SlugField()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from .constraints import is_json, non_negative, not_empty
+from .constraints import is_json, non_negative, not_empty, null_or_json
 
 __all__ = ["LanguageModel", "Profile", "Provider", "ToolSetting"]
 
@@ -106,8 +106,7 @@ class LanguageModel(models.Model):
                 name="conversations_languagemodel_prices_non_negative",
             ),
             models.CheckConstraint(
-                condition=Q(sampling_parameters__isnull=True)
-                | is_json("sampling_parameters", "array"),
+                condition=null_or_json("sampling_parameters", "array"),
                 name="conversations_languagemodel_sampling_parameters_array",
             ),
         ]
@@ -160,7 +159,7 @@ class Profile(models.Model):
                 name="conversations_profile_max_iterations_positive",
             ),
             models.CheckConstraint(
-                condition=Q(allowed_tools__isnull=True) | is_json("allowed_tools", "array"),
+                condition=null_or_json("allowed_tools", "array"),
                 name="conversations_profile_allowed_tools_list",
             ),
             models.CheckConstraint(

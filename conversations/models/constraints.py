@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 from django.db import models
 from django.db.models import Q
 from django.db.models.lookups import Exact
 from django.utils.deconstruct import deconstructible
 
-__all__ = ["USAGE_FIELDS", "JSONTypeOf", "is_json", "non_negative", "not_empty"]
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler
+
+__all__ = ["USAGE_FIELDS", "JSONTypeOf", "is_json", "non_negative", "not_empty", "null_or_json"]
 
 
 @deconstructible(path="conversations.models.JSONTypeOf")
@@ -25,10 +31,14 @@ class JSONTypeOf(models.Func):
     arity = 1
     output_field = models.CharField()
 
-    def as_postgresql(self, compiler, connection, **extra_context):
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> tuple[str, tuple[Any, ...]]:
         return self.as_sql(compiler, connection, function="JSONB_TYPEOF", **extra_context)
 
-    def as_sqlite(self, compiler, connection, **extra_context):
+    def as_sqlite(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> tuple[str, tuple[Any, ...]]:
         sql, params = compiler.compile(self.get_source_expressions()[0])
         return (
             f"CASE WHEN JSON_VALID({sql}) THEN JSON_TYPE({sql}) ELSE 'invalid' END",
@@ -39,6 +49,13 @@ class JSONTypeOf(models.Func):
 def is_json(field: str, json_type: str) -> Exact:
     """The JSON column ``field`` holds a value of ``json_type``."""
     return Exact(JSONTypeOf(field), json_type)
+
+
+def null_or_json(field: str, json_type: str) -> Q:
+    """The JSON column ``field`` is NULL or holds a value of ``json_type``."""
+    # ``Q | lookup`` is a Q at runtime (a lookup is conditional), but the stubs
+    # only type ``Q | Q`` and fall back to the lookup's ``__ror__``.
+    return cast(Q, Q(**{f"{field}__isnull": True}) | is_json(field, json_type))
 
 
 def not_empty(*fields: str) -> Q:

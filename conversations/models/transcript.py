@@ -82,9 +82,13 @@ class Message(models.Model):
     answers. Its UNIQUE constraint makes a call answered at most once.
     """
 
-    Role = models.TextChoices(
-        "Role", [(role.name, (role.value, role.value.capitalize())) for role in domain.Role]
-    )
+    class Role(models.TextChoices):
+        """The roles of ``domain.Role``, with labels (a class so the type checker sees members)."""
+
+        SYSTEM = domain.Role.SYSTEM.value, "System"
+        USER = domain.Role.USER.value, "User"
+        ASSISTANT = domain.Role.ASSISTANT.value, "Assistant"
+        TOOL = domain.Role.TOOL.value, "Tool"
 
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages"

@@ -57,6 +57,8 @@ def message_to_domain(
             calls = message.tool_calls.all()
         tool_calls = tuple(tool_call_to_domain(call) for call in calls) or None
     elif role is domain.Role.TOOL:
+        # A constraint gives every tool message the call it answers.
+        assert message.tool_call is not None
         tool_call_id = message.tool_call.call_id
     return domain.ChatMessage(
         role,

@@ -205,6 +205,8 @@ def run_trace(*, run: Run) -> Transcript:
     rows = list(run.messages.select_related("tool_call").order_by("position"))
     calls = list(ToolCall.objects.filter(message__run=run))
     results = {
-        m.tool_call_id: m for m in Message.objects.filter(tool_call__in=[c.pk for c in calls])
+        m.tool_call_id: m
+        for m in Message.objects.filter(tool_call__in=[c.pk for c in calls])
+        if m.tool_call_id is not None
     }
     return rows, calls, results

@@ -17,7 +17,9 @@ from conversations.models import Conversation, Message, Run, ToolCall
 
 __all__ = ["MessageDetails", "append_messages", "create_conversation"]
 
-_TITLE_MAX_LENGTH = Conversation._meta.get_field("title").max_length
+_title_max_length = Conversation._meta.get_field("title").max_length
+assert _title_max_length is not None  # a CharField always has one
+_TITLE_MAX_LENGTH: int = _title_max_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +322,8 @@ def _write(
             ]
             ToolCall.objects.bulk_create(calls)
             # Handed over as the prefetched relation: row.tool_calls.all() needs no query.
-            row._prefetched_objects_cache = {"tool_calls": calls}
+            # Django's private prefetch cache is not in the stubs.
+            row._prefetched_objects_cache = {"tool_calls": calls}  # type: ignore[attr-defined]
             call_rows.update((call.call_id, call) for call in calls)
     if segment:
         Message.objects.bulk_create(segment)

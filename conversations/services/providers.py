@@ -194,6 +194,7 @@ def check_connection(
         raise TypeError("check_connection needs exactly one of profile and provider")
     record = profile.language_model.provider if profile is not None else provider
     assert record is not None  # for the type checker: exactly one was given
+    model: LanguageModel | None
     try:
         if profile is not None:
             model = profile.language_model

@@ -11,6 +11,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
@@ -39,7 +40,9 @@ def api_root() -> str:
 @ensure_csrf_cookie
 def chat(request: HttpRequest, conversation_id: UUID | None = None) -> HttpResponse:
     """The chat page; ``conversation_id`` opens one of the user's conversations."""
-    conversations = Conversation.objects.filter(owner=request.user).select_related("profile")
+    user = request.user
+    assert not isinstance(user, AnonymousUser)  # login_required let only users through
+    conversations = Conversation.objects.filter(owner=user).select_related("profile")
     current = None
     if conversation_id is not None:
         current = conversations.filter(pk=conversation_id).first()

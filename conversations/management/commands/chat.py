@@ -1,9 +1,10 @@
 """``manage.py chat --profile SLUG "question"``: one tool loop, transcript on stdout."""
 
 import json
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.exceptions import ConversationsError
 from conversations.models import Profile, Run
@@ -13,7 +14,7 @@ from conversations.services import create_conversation, run_tool_loop
 class Command(BaseCommand):
     help = "Ask one question through a profile's tool loop and print the transcript."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("question", help="What to ask.")
         parser.add_argument("--profile", help="Profile slug (default: the default profile).")
         parser.add_argument(
@@ -22,7 +23,14 @@ class Command(BaseCommand):
             help="Username owning the conversation (created, without a password, if missing).",
         )
 
-    def handle(self, *args, question, profile=None, user="chat-cli", **options):
+    def handle(
+        self,
+        *args: Any,
+        question: str,
+        profile: str | None = None,
+        user: str = "chat-cli",
+        **options: Any,
+    ) -> None:
         chosen = None
         if profile:
             chosen = Profile.objects.filter(slug=profile, is_active=True).first()

@@ -1,6 +1,8 @@
 """``manage.py recover_runs``: end runs whose process died, answering their open calls."""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.services.recovery import recover_runs
 
@@ -13,7 +15,7 @@ class Command(BaseCommand):
         "instead."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--lease",
             type=int,
@@ -29,7 +31,9 @@ class Command(BaseCommand):
             "executor. Runs a worker had taken are interrupted as usual.",
         )
 
-    def handle(self, *args, lease=None, requeue=False, **options):
+    def handle(
+        self, *args: Any, lease: int | None = None, requeue: bool = False, **options: Any
+    ) -> None:
         if requeue:
             from conversations.services.executors import requeue_runs, uses_workers
 
