@@ -12,11 +12,23 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-__all__ = ["NamedChoiceField"]
+__all__ = ["CREATED_LOCATION", "NamedChoiceField"]
 
 _View = TypeVar("_View", bound=Callable[..., Any])
+
+
+CREATED_LOCATION = OpenApiParameter(
+    "Location",
+    OpenApiTypes.URI,
+    OpenApiParameter.HEADER,
+    response=[201, 202],
+    description="The URL of what was created (the new conversation, or the run).",
+)
+"""The ``Location`` header of the API's 201 and 202 answers, for the schema."""
 
 
 class NamedChoiceField(serializers.ChoiceField):

@@ -24,7 +24,7 @@ from conversations.services import conversations as operations
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_body, error_item, status_for_code
 from .pagination import ConversationPagination, MessagePagination, RunPagination
-from .schema import document
+from .schema import CREATED_LOCATION, document
 from .serializers import (
     ConversationInputSerializer,
     ConversationListQuerySerializer,
@@ -125,6 +125,7 @@ class ConversationListView(_ConversationQueries):
         operation_id="conversations_create",
         summary="Start a conversation",
         request=ConversationInputSerializer,
+        parameters=[CREATED_LOCATION],
         responses={201: ConversationSerializer, 400: ERR_400, **AUTH_ERRORS},
         tags=["conversations"],
     )
@@ -186,6 +187,7 @@ class ConversationImportView(_ConversationQueries):
             "`unknown_tool_call_id`) and a JSON pointer such as `/messages/3/tool_call_id`."
         ),
         request=ImportInputSerializer,
+        parameters=[CREATED_LOCATION],
         responses={201: ConversationSerializer, 400: ERR_400, **AUTH_ERRORS},
         tags=["conversations"],
     )
@@ -248,6 +250,7 @@ class ConversationMessagesView(ConversationsAPIView):
             "when the task queue refused the run."
         ),
         request=MessageInputSerializer,
+        parameters=[CREATED_LOCATION],
         responses={
             201: PostMessageResultSerializer,
             202: OpenApiResponse(

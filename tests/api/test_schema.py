@@ -91,6 +91,24 @@ def test_every_operation_describes_its_bodies_and_errors(schema):
     assert set(error["required"]) == {"code", "detail", "errors"}
 
 
+def test_every_created_answer_documents_its_location_header(schema):
+    created = {
+        (path, method, code): operation["responses"][code]
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        for code in operation["responses"]
+        if code in {"201", "202"} and method == "post" and "cancel" not in path
+    }
+    assert set(created) == {
+        ("/api/conversations/", "post", "201"),
+        ("/api/conversations/import/", "post", "201"),
+        ("/api/conversations/{conversation_id}/messages/", "post", "201"),
+        ("/api/conversations/{conversation_id}/messages/", "post", "202"),
+    }
+    for response in created.values():
+        assert response["headers"]["Location"]["schema"] == {"type": "string", "format": "uri"}
+
+
 def test_the_schema_names_status_enums_once(schema):
     components = schema["components"]["schemas"]
     assert components["RunStatus"]["enum"] == [
