@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
@@ -38,6 +40,7 @@ from conversations.services import (
     recover_runs,
     run_tool_loop,
 )
+from conversations.services.messages import create_conversation
 from conversations.tools import Tool, registry, tool
 
 pytestmark = pytest.mark.django_db
@@ -389,3 +392,49 @@ def test_a_process_killed_while_the_approved_tool_runs(conversation, tools, call
     recover_runs(now=timezone.now() + timedelta(days=1))
     assert execute_run(run=run, provider=ScriptedProvider([])).status != Run.Status.RUNNING
     assert calls_made == [("send_mail", "bob@example.com")]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("decisions", [(True, True), (True, False)])
+def test_two_approvers_racing_store_one_decision(tools, calls_made, decisions):
+    owner = get_user_model().objects.create_user("racer")
+    conversation = create_conversation(owner=owner)
+    held_run(conversation, MAIL)
+    approval = ToolApproval.objects.get()
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = []
+
+    def approver(approved):
+        from django.db import connection as thread_connection
+
+        try:
+            mine = ToolApproval.objects.select_related("run__conversation").get(pk=approval.pk)
+            barrier.wait(5)
+            outcomes.append(
+                decide_approval(
+                    approval=mine,
+                    user=owner,
+                    approved=approved,
+                    provider=ScriptedProvider([scripted_text("done")]),
+                )
+            )
+        except ApprovalAlreadyDecided as exc:
+            outcomes.append(exc)
+        finally:
+            thread_connection.close()
+
+    threads = [threading.Thread(target=approver, args=(d,)) for d in decisions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    refused = [o for o in outcomes if isinstance(o, ApprovalAlreadyDecided)]
+    (decision,) = [o for o in outcomes if not isinstance(o, ApprovalAlreadyDecided)]
+    assert len(refused) == 1
+    assert decision.resumed and decision.run.status == Run.Status.COMPLETED
+    stored = ToolApproval.objects.get()
+    assert stored.decision == decision.approval.decision
+    ran = [("send_mail", "bob@example.com")] if stored.decision == "approved" else []
+    assert calls_made == ran
+    assert ToolCallRow.objects.get().results.count() == 1
