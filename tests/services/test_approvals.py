@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
 from django.utils import timezone
 
 from conversations import signals
@@ -41,6 +43,7 @@ from conversations.services import (
     run_tool_loop,
 )
 from conversations.services.messages import create_conversation
+from conversations.tasks import recover_and_requeue
 from conversations.tools import Tool, registry, tool
 
 pytestmark = pytest.mark.django_db
@@ -438,3 +441,24 @@ def test_two_approvers_racing_store_one_decision(tools, calls_made, decisions):
     ran = [("send_mail", "bob@example.com")] if stored.decision == "approved" else []
     assert calls_made == ran
     assert ToolCallRow.objects.get().results.count() == 1
+
+
+def test_recover_runs_rejects_expired_approvals(settings, conversation, tools, calls_made):
+    settings.CONVERSATIONS = {"APPROVAL_TIMEOUT_SECONDS": 1}
+    held_run(conversation, MAIL)
+    Run.objects.update(profile=make_profile())
+    ToolApproval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    out = io.StringIO()
+    call_command("recover_runs", stdout=out)
+    assert "rejected expired approval" in out.getvalue()
+    assert ToolApproval.objects.get().reason == "approval timed out"
+    assert Run.objects.get().status == Run.Status.COMPLETED
+    assert calls_made == []
+
+
+def test_the_periodic_task_rejects_expired_approvals(conversation, tools):
+    held_run(conversation, MAIL)
+    Run.objects.update(profile=make_profile())
+    ToolApproval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert recover_and_requeue(requeue=False) == {"expired": 1, "requeued": 0, "interrupted": 0}
+    assert Run.objects.get().status == Run.Status.COMPLETED
