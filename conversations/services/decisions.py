@@ -22,6 +22,7 @@ from conversations import signals
 from conversations.exceptions import ApprovalAlreadyDecided, ApprovalForbidden
 from conversations.models import Run, ToolApproval
 from conversations.providers.base import ChatProvider
+from conversations.selectors.approvals import APPROVE_PERMISSION
 
 from .executors import submit_run
 from .tool_loop import execute_run
@@ -37,8 +38,6 @@ __all__ = [
 
 logger = logging.getLogger("conversations.approvals")
 
-APPROVE_PERMISSION = "conversations.approve_toolcall"
-"""Who may decide staff-level approvals (never on their own conversations)."""
 TIMED_OUT = "approval timed out"
 """The reason stored on an approval that expired."""
 
