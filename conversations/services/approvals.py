@@ -40,6 +40,7 @@ __all__ = [
     "arguments_digest",
     "held_calls",
     "hold_turn",
+    "resolve_approval_level",
     "send_requested",
 ]
 
@@ -56,7 +57,10 @@ def _declared_level(tool: Tool) -> str | None:
     return ToolApproval.Level.OWNER if tool.requires_approval is True else None
 
 
-def _level(profile: Profile | None, setting: str | None, tool: Tool) -> str | None:
+def resolve_approval_level(
+    *, profile: Profile | None, setting: str | None, tool: Tool
+) -> str | None:
+    """The level that applies given the profile, the tool's setting (``approval``) and the tool."""
     for policy in (profile.approval if profile else None, setting):
         if policy is not None and policy != ApprovalPolicy.DEFAULT:
             return _LEVEL_OF_POLICY[policy]
@@ -76,7 +80,12 @@ def approval_levels(*, profile: Profile | None, tools: Iterable[Tool]) -> dict[s
             .exclude(approval=ApprovalPolicy.DEFAULT)
             .values_list("name", "approval")
         )
-    levels = {tool.name: _level(profile, settings.get(tool.name), tool) for tool in tools}
+    levels = {
+        tool.name: resolve_approval_level(
+            profile=profile, setting=settings.get(tool.name), tool=tool
+        )
+        for tool in tools
+    }
     return {name: level for name, level in levels.items() if level is not None}
 
 

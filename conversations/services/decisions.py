@@ -84,7 +84,12 @@ def decide_approval(
     of handing it to the configured executor.
     """
     if user is not None and not can_decide(approval=approval, user=user):
-        raise ApprovalForbidden("only a holder of the approve permission may decide this call")
+        if approval.level == ToolApproval.Level.OWNER:
+            raise ApprovalForbidden("only the conversation's owner may decide this call")
+        raise ApprovalForbidden(
+            "only a holder of the approve permission, not the conversation's owner, "
+            "may decide this call"
+        )
     resumed = _store_decision(
         approval=approval, user=user, approved=approved, reason=reason, now=timezone.now()
     )
