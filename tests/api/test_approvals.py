@@ -194,3 +194,38 @@ def test_anonymous_is_refused(anonymous, demo_conversation):
     hold(demo_conversation, MAIL)
     assert anonymous.post(approve_url("c_mail")).status_code in (401, 403)
     assert anonymous.get("/api/approvals/").status_code in (401, 403)
+
+
+# The run's event stream --------------------------------------------------------------------
+
+
+def test_the_event_stream_shows_requests_then_decisions(api, demo_conversation):
+    from conversations.api.events import STRIDE, RunEventStream
+
+    run = hold(demo_conversation, MAIL, NOW)
+    stream = RunEventStream(run.pk)
+    waiting = stream.poll()
+    assert [(e.id, e.type) for e in waiting] == [
+        (0, "run_started"),
+        (STRIDE + 1, "assistant_turn"),
+        (STRIDE + 33_000, "approval.requested"),
+    ]
+    request = waiting[-1].data
+    assert request["position"] == 1 and request["approval"]["tool_call"]["id"] == "c_mail"
+    assert request["approval"]["decision"] == ""
+    assert not stream.finished  # a waiting run has not ended
+    assert stream.poll() == []
+    api.post(approve_url("c_mail"))
+    after = stream.poll()
+    kinds = [e.type for e in after]
+    assert kinds[:3] == ["approval.decided", "tool_call_finished", "tool_call_finished"]
+    assert after[0].id == STRIDE + 66_000
+    assert after[0].data["approval"]["decision"] == "approved"
+    assert kinds[-1] == "run_finished" and stream.finished
+    # Ids only grow, and a client resuming after any of them gets exactly the rest.
+    everything = RunEventStream(run.pk).poll()
+    assert [e.id for e in everything] == sorted(e.id for e in everything)
+    assert [e.id for e in everything] == [e.id for e in waiting + after]
+    for event in everything:
+        rest = RunEventStream(run.pk, after=event.id).poll()
+        assert [e.id for e in rest] == [e.id for e in everything if e.id > event.id]

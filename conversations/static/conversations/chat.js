@@ -834,6 +834,13 @@
         renderMessages([data.message]);
       });
       on("run_finished", () => {});
+      source.addEventListener("approval.requested", (event) => {
+        // A replayed request of a turn decided before (its decision is set) is history.
+        const data = JSON.parse(event.data);
+        if (!data.approval.decision) {
+          settle(resolve, { status: "awaiting_approval" });
+        }
+      });
       source.onerror = () => {
         // While CONNECTING the browser retries by itself; CLOSED means it gave up (4xx, 204).
         if (source.readyState === EventSource.CLOSED) {
