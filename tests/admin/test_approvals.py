@@ -136,3 +136,17 @@ def test_the_profile_form_sets_the_approval_policy(admin_client, profile):
     assert admin_client.post(admin_url(profile), data).status_code == 302
     profile.refresh_from_db()
     assert profile.approval == "always"
+
+
+def test_the_cancel_action_ends_a_waiting_run(admin_client, admin_user, profile, calls_made):
+    conversation = hold(admin_user, profile, MAIL)
+    run = conversation.runs.get()
+    response = admin_client.post(
+        admin_url(Run, "changelist"),
+        {"action": "cancel_runs", "_selected_action": [run.pk]},
+        follow=True,
+    )
+    assert "Asked 1 run(s) to stop" in page(response)
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert calls_made == []

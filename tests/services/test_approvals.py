@@ -462,3 +462,20 @@ def test_the_periodic_task_rejects_expired_approvals(conversation, tools):
     ToolApproval.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     assert recover_and_requeue(requeue=False) == {"expired": 1, "requeued": 0, "interrupted": 0}
     assert Run.objects.get().status == Run.Status.COMPLETED
+
+
+@pytest.mark.parametrize("value", [0, -5, "1h", True, 1.5])
+def test_a_bad_approval_timeout_is_reported_by_a_check(settings, value):
+    from conversations.checks import check_settings
+
+    settings.CONVERSATIONS = {"APPROVAL_TIMEOUT_SECONDS": value}
+    (message,) = check_settings()
+    assert message.id == "conversations.E001" and "APPROVAL_TIMEOUT_SECONDS" in message.msg
+
+
+@pytest.mark.parametrize("value", [None, 1, 3600])
+def test_a_good_approval_timeout_passes_the_checks(settings, value):
+    from conversations.checks import check_settings
+
+    settings.CONVERSATIONS = {"APPROVAL_TIMEOUT_SECONDS": value}
+    assert check_settings() == []
