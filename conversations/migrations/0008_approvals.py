@@ -6,7 +6,8 @@ or the old row, so they are triggers (PostgreSQL and SQLite alike):
 
 - ``toolcall_approval_required``: a call whose approval is pending or
   rejected cannot be marked ``running`` or ``succeeded``.
-- ``toolapproval_decision_final``: a decided approval never changes.
+- ``toolapproval_decision_final``: a decided approval never changes (only
+  its decider may become NULL, when that user is deleted).
 
 On SQLite, altering ``conversations_toolcall`` rebuilds the table and would
 drop its rule triggers, so they are dropped first and created again at the
@@ -30,6 +31,26 @@ def _sqlite_only(function):
             function(apps, schema_editor)
 
     return run
+
+
+def _decided_changed(distinct: str) -> str:
+    """A decided approval changed, except its decider becoming NULL (the user was deleted)."""
+    columns = (
+        "decision",
+        "reason",
+        "decided_at",
+        "arguments_digest",
+        "level",
+        "tool_call_id",
+        "run_id",
+        "requested_at",
+        "expires_at",
+    )
+    changed = " OR ".join(f"NEW.{c} {distinct} OLD.{c}" for c in columns)
+    return (
+        f"OLD.decision <> '' AND ({changed}"
+        f" OR (NEW.decided_by_id IS NOT NULL AND NEW.decided_by_id {distinct} OLD.decided_by_id))"
+    )
 
 
 _APPROVAL_NOT_GRANTED = (
@@ -57,7 +78,7 @@ PG_TRIGGERS = [
         "conversations_toolapproval",
         "CREATE OR REPLACE FUNCTION conversations_toolapproval_decision_final() RETURNS trigger"
         " LANGUAGE plpgsql AS $$\nBEGIN\n"
-        "    IF OLD.decision <> '' THEN\n"
+        "    IF " + _decided_changed("IS DISTINCT FROM") + " THEN\n"
         "        RAISE EXCEPTION 'approval of tool call % is already decided', OLD.tool_call_id\n"
         "        USING ERRCODE = 'check_violation',"
         " CONSTRAINT = 'conversations_toolapproval_decision_final', TABLE = TG_TABLE_NAME;\n"
@@ -81,7 +102,7 @@ SQLITE_TRIGGERS = [
         "conversations_toolapproval_decision_final",
         "CREATE TRIGGER conversations_toolapproval_decision_final"
         " BEFORE UPDATE ON conversations_toolapproval FOR EACH ROW\n"
-        "WHEN OLD.decision <> ''\n"
+        "WHEN " + _decided_changed("IS NOT") + "\n"
         "BEGIN SELECT RAISE(ABORT, 'conversations_toolapproval_decision_final:"
         " a decided approval cannot change'); END;",
     ),

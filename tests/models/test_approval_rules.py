@@ -130,3 +130,18 @@ def test_one_approval_per_call(held_call, run):
 def test_a_waiting_run_holds_its_conversation(run, conversation):
     with refused("conversations_run_one_running", "conversation_id"):
         Run.objects.create(conversation=conversation, max_iterations=3)
+
+
+def test_a_decided_approval_keeps_its_decider_unless_the_user_is_deleted(
+    held_call, run, django_user_model
+):
+    reviewer = django_user_model.objects.create_user(username="reviewer")
+    other = django_user_model.objects.create_user(username="other")
+    pk = insert_approval(
+        held_call, run, decision="approved", decided_at=timezone.now(), decided_by_id=reviewer.pk
+    )
+    with refused("conversations_toolapproval_decision_final"):
+        sql.update(ToolApproval, pk, decided_by_id=other.pk)
+    reviewer.delete()  # on_delete SET_NULL: the decision stays
+    approval = ToolApproval.objects.get(pk=pk)
+    assert (approval.decision, approval.decided_by_id) == ("approved", None)
