@@ -229,3 +229,17 @@ def test_the_event_stream_shows_requests_then_decisions(api, demo_conversation):
     for event in everything:
         rest = RunEventStream(run.pk, after=event.id).poll()
         assert [e.id for e in rest] == [e.id for e in everything if e.id > event.id]
+
+
+def test_listing_approvals_costs_the_same_for_one_or_many(
+    api, user, profile, django_assert_max_num_queries
+):
+    from conversations.models import Conversation
+
+    for n in range(5):
+        conversation = Conversation.objects.create(owner=user, profile=profile)
+        call = ToolCall(id=f"c_mail_{n}", name="send_mail", arguments={"to": f"{n}@example.com"})
+        hold(conversation, call)
+    with django_assert_max_num_queries(4):
+        body = api.get("/api/approvals/").json()
+    assert [item["tool_call"]["id"] for item in body] == [f"c_mail_{n}" for n in range(5)]

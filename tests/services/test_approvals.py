@@ -147,11 +147,15 @@ def test_the_digest_is_of_the_canonical_arguments():
 
 def test_a_turn_with_one_call_needing_approval_is_held_whole(conversation, tools, calls_made):
     requested = []
-    signals.approval_requested.connect(lambda **kw: requested.append(kw["approval"]), weak=False)
+
+    def on_request(**kw):
+        requested.append(kw["approval"])
+
+    signals.approval_requested.connect(on_request)
     try:
         run = held_run(conversation, MAIL, ADD)
     finally:
-        signals.approval_requested.receivers.clear()
+        signals.approval_requested.disconnect(on_request)
     assert run.status == Run.Status.AWAITING_APPROVAL
     run.refresh_from_db()
     assert run.status == Run.Status.AWAITING_APPROVAL and run.claimed_at is None
@@ -174,11 +178,15 @@ def test_after_approval_both_calls_run_and_the_loop_goes_on(conversation, tools,
     approval = ToolApproval.objects.get()
     provider = ScriptedProvider([scripted_text("Mail sent, 5.")])
     decided = []
-    signals.approval_decided.connect(lambda **kw: decided.append(kw["approval"]), weak=False)
+
+    def on_decision(**kw):
+        decided.append(kw["approval"])
+
+    signals.approval_decided.connect(on_decision)
     try:
         decision = decide_approval(approval=approval, user=user, approved=True, provider=provider)
     finally:
-        signals.approval_decided.receivers.clear()
+        signals.approval_decided.disconnect(on_decision)
     assert decision.resumed
     assert decision.run.status == Run.Status.COMPLETED
     assert decision.run.final_content == "Mail sent, 5."
@@ -479,3 +487,18 @@ def test_a_good_approval_timeout_passes_the_checks(settings, value):
 
     settings.CONVERSATIONS = {"APPROVAL_TIMEOUT_SECONDS": value}
     assert check_settings() == []
+
+
+def test_the_policy_costs_one_query_and_none_when_the_profile_decides(
+    tools, django_assert_num_queries
+):
+    from conversations.services import approval_levels
+
+    with django_assert_num_queries(1):
+        assert approval_levels(profile=None, tools=tools.all()) == {
+            "send_mail": "owner",
+            "pay": "staff",
+        }
+    profile = make_profile(approval=ApprovalPolicy.NEVER)
+    with django_assert_num_queries(0):
+        assert approval_levels(profile=profile, tools=tools.all()) == {}
