@@ -101,12 +101,12 @@ def arguments_digest(arguments: Mapping[str, Any]) -> str:
 
 
 def hold_turn(
-    *, run: Run, rows: Sequence[ToolCallRow], levels: Mapping[str, str]
+    *, run: Run, rows: Sequence[ToolCallRow], levels: Mapping[int, str]
 ) -> list[ToolApproval]:
     """Hold a whole turn for approval; call inside the transaction that stores the turn.
 
-    Every call becomes ``awaiting_approval``, each call named in ``levels``
-    gets its approval row, and the run becomes ``awaiting_approval``,
+    Every call of ``rows`` becomes ``awaiting_approval``, each call whose
+    primary key is in ``levels`` gets its approval row at that level, and the run becomes ``awaiting_approval``,
     unclaimed (no process holds it while it waits).
     """
     now = timezone.now()
@@ -121,12 +121,12 @@ def hold_turn(
         ToolApproval(
             tool_call=row,
             run=run,
-            level=levels[row.name],
+            level=levels[row.pk],
             arguments_digest=arguments_digest(row.arguments),
             expires_at=expires,
         )
         for row in rows
-        if row.name in levels
+        if row.pk in levels
     )
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.AWAITING_APPROVAL, claimed_at=None, worker="", heartbeat_at=now

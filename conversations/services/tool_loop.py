@@ -4,6 +4,8 @@ This is the only loop in the code base. Its guarantees:
 
 - Every step is persisted as it happens, each in its own short transaction;
   no transaction is open while the provider is asked or a tool runs.
+- A turn with a call that needs a human decision is held whole (nothing of
+  it runs) until every such call is decided; see ``approvals``.
 - A tool is never executed twice: calls are marked ``running`` (committed)
   before any of them starts, and recovery answers a ``running`` call as
   interrupted instead of executing it again.
@@ -257,9 +259,8 @@ def _persist_turn(
         rows = list(message.tool_calls.all()) if response.has_tool_calls else []
         checked = [(row, check_call(row=row, tools=request.tools)) for row in rows]
         runnable = [row for row, rejection in checked if rejection is None]
-        levels = {
-            r.name: request.approvals[r.name] for r in runnable if r.name in request.approvals
-        }
+        # Only calls that could run need a decision; refused ones are answered on resume.
+        levels = {r.pk: request.approvals[r.name] for r in runnable if r.name in request.approvals}
         approvals: list[ToolApproval] = []
         if levels:
             approvals = hold_turn(run=run, rows=rows, levels=levels)

@@ -502,3 +502,14 @@ def test_the_policy_costs_one_query_and_none_when_the_profile_decides(
     profile = make_profile(approval=ApprovalPolicy.NEVER)
     with django_assert_num_queries(0):
         assert approval_levels(profile=profile, tools=tools.all()) == {}
+
+
+def test_a_refused_call_of_a_held_turn_gets_no_approval(conversation, tools, calls_made, user):
+    bad = ToolCall(id="c_bad", name="send_mail", arguments={"to": 5})
+    held_run(conversation, MAIL, bad)
+    (approval,) = ToolApproval.objects.all()
+    assert approval.tool_call.call_id == "c_mail"
+    provider = ScriptedProvider([scripted_text("ok")])
+    decide_approval(approval=approval, user=user, approved=True, provider=provider)
+    assert calls_made == [("send_mail", "bob@example.com")]
+    assert tool_texts(conversation)[1].startswith('Error: invalid arguments for tool "send_mail"')
