@@ -704,7 +704,7 @@
       if (conversation.last_run && conversation.last_run.status === "running" && !state.busy) {
         attachToRun(conversation.id, conversation.last_run); // still being answered
       }
-      await loadApprovals();
+      await loadApprovals().catch(showError); // the transcript stays either way
     } catch (error) {
       if (!stale()) {
         resetTranscript("");
