@@ -38,6 +38,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="conversations.E001",
                 )
             )
+    timeout = conf.APPROVAL_TIMEOUT_SECONDS
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
+    ):
+        messages.append(
+            Error(
+                "CONVERSATIONS['APPROVAL_TIMEOUT_SECONDS'] must be a positive integer or None, "
+                f"got {timeout!r}.",
+                id="conversations.E001",
+            )
+        )
     if conf.EXECUTOR not in {"inline", "celery"}:
         messages.append(
             Error(

@@ -45,6 +45,8 @@ class ConversationsSettings:
     """``inline`` (the request runs the loop) or ``celery`` (a worker runs it)."""
     HTTP_TIMEOUT: float = 60.0
     """Default provider timeout in seconds (a provider record may override it)."""
+    APPROVAL_TIMEOUT_SECONDS: int | None = None
+    """A tool call approval still pending after this long is rejected (``None``: never)."""
     HTTP_MAX_RETRIES: int = 2
     """Default retries on 429/5xx/connection errors (a provider record may override it)."""
 

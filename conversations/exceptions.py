@@ -7,6 +7,9 @@ to clients unchanged, so codes are part of the public contract.
     ├── InvalidArgumentError (ValueError)   a value object or request is malformed
     ├── ConfigurationError                  a provider/profile/tool is misconfigured
     ├── ConversationBusy                    another run is already running
+    │   └── ApprovalPending                 ...or waits for a tool call approval
+    ├── ApprovalAlreadyDecided              the approval was decided before (final)
+    ├── ApprovalForbidden                   this user may not decide this approval
     ├── RunCancelled                        the run was cancelled at a step boundary
     ├── RunNotRunning                       the run has already ended (cancel too late)
     ├── RunAlreadyClaimed                   another process already executes the run
@@ -26,6 +29,9 @@ Messages never contain secrets: provider errors carry a redacted, truncated body
 from __future__ import annotations
 
 __all__ = [
+    "ApprovalAlreadyDecided",
+    "ApprovalForbidden",
+    "ApprovalPending",
     "ConfigurationError",
     "ConversationBusy",
     "ConversationsError",
@@ -90,6 +96,24 @@ class ConversationBusy(ConversationsError):
     """Another run is already running on this conversation."""
 
     code = "conversation_busy"
+
+
+class ApprovalPending(ConversationBusy):
+    """The conversation's run waits for a human decision on a tool call."""
+
+    code = "approval_pending"
+
+
+class ApprovalAlreadyDecided(ConversationsError):
+    """The approval already has a decision; a decision is final."""
+
+    code = "already_decided"
+
+
+class ApprovalForbidden(ConversationsError):
+    """The user may see this approval but not decide it (a staff-level call of their own)."""
+
+    code = "approval_forbidden"
 
 
 class RunCancelled(ConversationsError):

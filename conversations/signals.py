@@ -1,4 +1,4 @@
-"""Signals for extensions: the tool-call lifecycle and finished runs.
+"""Signals for extensions: the tool-call lifecycle, approvals and finished runs.
 
 All are sent synchronously by the tool loop, outside any transaction:
 
@@ -6,6 +6,12 @@ All are sent synchronously by the tool loop, outside any transaction:
 - ``tool_call_finished(sender=ToolCall model, tool_call, run, result)``: after it
   ran (``tool_call.status`` says how it went; ``result`` is what the model sees).
 - ``run_finished(sender=Run model, run)``: a run reached a terminal status.
+- ``approval_requested(sender=ToolApproval model, approval, run)``: a call waits
+  for a human decision (send mail, post to Slack...); sent once the held turn
+  is committed.
+- ``approval_decided(sender=ToolApproval model, approval, run)``: a decision
+  was stored (``approval.decided_by`` is empty when the system decided: a
+  timeout or a cancellation).
 
 A receiver that raises propagates the exception (Django's ``send``); use
 ``send_robust`` semantics in your receiver if it must never interfere.
@@ -16,3 +22,5 @@ from django.dispatch import Signal
 tool_call_started = Signal()
 tool_call_finished = Signal()
 run_finished = Signal()
+approval_requested = Signal()
+approval_decided = Signal()

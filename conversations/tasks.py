@@ -26,7 +26,7 @@ from typing import Any
 from conversations.exceptions import ConversationsError, RunAlreadyClaimed
 from conversations.models import Run
 from conversations.publishing import EXECUTE_RUN_TASK, RECOVER_RUNS_TASK
-from conversations.services import execute_run, recover_runs
+from conversations.services import execute_run, expire_approvals, recover_runs
 from conversations.services.executors import requeue_runs, uses_workers
 
 __all__ = ["execute_queued_run", "execute_run_task", "recover_runs_task"]
@@ -68,10 +68,14 @@ def execute_queued_run(run_id: str) -> str:
 
 
 def recover_and_requeue(requeue: bool = True) -> dict[str, int]:
-    """``recover_runs`` for every conversation, after requeueing lost messages (``requeue``)."""
+    """``recover_runs`` for every conversation, after requeueing lost messages (``requeue``).
+
+    Expired tool call approvals are rejected first, which resumes their runs.
+    """
+    expired = expire_approvals()
     requeued = requeue_runs() if requeue and uses_workers() else []
     interrupted = recover_runs()
-    return {"requeued": len(requeued), "interrupted": len(interrupted)}
+    return {"expired": len(expired), "requeued": len(requeued), "interrupted": len(interrupted)}
 
 
 execute_run_task: Any = None

@@ -45,11 +45,21 @@ def _imports(code: str) -> set[str]:
     return names
 
 
+def _permission_names() -> set[str]:
+    """The app's own permissions as ``has_perm`` names them (``conversations.<codename>``)."""
+    from django.apps import apps
+
+    models = apps.get_app_config("conversations").get_models()
+    return {f"conversations.{code}" for model in models for code, _ in model._meta.permissions}
+
+
 def _dotted(text: str) -> set[str]:
     return {
         name
         for name in DOTTED.findall(text)
-        if not CHECK_ID.match(name) and name not in CELERY_TASK_NAMES
+        if not CHECK_ID.match(name)
+        and name not in CELERY_TASK_NAMES
+        and name not in PERMISSION_NAMES
     }
 
 
@@ -88,6 +98,7 @@ def resolve(name: str) -> object:
 
 
 CELERY_TASK_NAMES = _celery_task_names()
+PERMISSION_NAMES = _permission_names()
 NAMES = documented_names()
 
 

@@ -2,9 +2,10 @@
 
 ``history`` registers conversations and runs, ``records`` single tool calls
 and messages (view-only, actions through services); ``config`` registers
-providers, language models, profiles and the tool switches.
+providers, language models, profiles and the tool switches; ``approvals`` is
+the inbox of tool calls waiting for a human decision.
 """
 
-from . import config, history, records
+from . import approvals, config, history, records
 
-__all__ = ["config", "history", "records"]
+__all__ = ["approvals", "config", "history", "records"]

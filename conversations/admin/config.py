@@ -19,6 +19,7 @@ from django.utils.html import format_html
 
 from conversations.models import LanguageModel, Profile, Provider, ToolCall, ToolSetting
 from conversations.secrets import resolve
+from conversations.services.approvals import resolve_approval_level
 from conversations.services.providers import ConnectionCheck, check_connection
 from conversations.tools import registry
 
@@ -232,13 +233,38 @@ class ToolSettingAdmin(admin.ModelAdmin):
     a disabled tool would silently come back enabled.
     """
 
-    list_display = ("name", "enabled", "registered", "description", "call_count", "updated_at")
+    list_display = (
+        "name",
+        "enabled",
+        "approval",
+        "approval_applies",
+        "registered",
+        "description",
+        "call_count",
+        "updated_at",
+    )
     list_editable = ("enabled",)
-    list_filter = ("enabled",)
+    list_filter = ("enabled", "approval")
     search_fields = ("name",)
     actions = ("enable_tools", "disable_tools")
-    fields = ("name", "enabled", "registered", "description_full", "parameters", "call_count")
-    readonly_fields = ("name", "registered", "description_full", "parameters", "call_count")
+    fields = (
+        "name",
+        "enabled",
+        "approval",
+        "approval_applies",
+        "registered",
+        "description_full",
+        "parameters",
+        "call_count",
+    )
+    readonly_fields = (
+        "name",
+        "approval_applies",
+        "registered",
+        "description_full",
+        "parameters",
+        "call_count",
+    )
 
     def changelist_view(self, request, extra_context=None):
         ToolSetting.objects.bulk_create(
@@ -255,6 +281,14 @@ class ToolSettingAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="who approves (unless a profile overrides)")
+    def approval_applies(self, obj: ToolSetting) -> str:
+        tool = registry.get(obj.name)
+        if tool is None:
+            return "-"
+        level = resolve_approval_level(profile=None, setting=obj.approval, tool=tool)
+        return {"owner": "the owner", "staff": "staff"}.get(level or "", "nobody")
 
     @admin.display(description="registered", boolean=True)
     def registered(self, obj: ToolSetting) -> bool:

@@ -206,6 +206,7 @@ class ProfileForm(forms.ModelForm):
             "max_iterations",
             "allowed_tools",
             "tool_choice",
+            "approval",
             "is_active",
             "is_default",
         )

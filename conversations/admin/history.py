@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from conversations import selectors
 from conversations.exceptions import ConversationBusy, RunNotRunning
-from conversations.models import Conversation, Message, Run, RunStatus, ToolCall
+from conversations.models import BUSY_RUN_STATUSES, Conversation, Message, Run, RunStatus, ToolCall
 from conversations.services import (
     answer_open_calls,
     cancel_run,
@@ -375,7 +375,8 @@ class RunAdmin(ReadOnlyAdmin):
     def cancel_runs(self, request, queryset):
         """Through ``services.cancel_run``: each stops at its next step boundary."""
         cancelled = 0
-        for run in queryset.filter(status=RunStatus.RUNNING):
+        # A run waiting for approvals ends at once (its held calls are answered cancelled).
+        for run in queryset.filter(status__in=BUSY_RUN_STATUSES):
             try:
                 cancel_run(run=run)
             except RunNotRunning:
@@ -384,5 +385,5 @@ class RunAdmin(ReadOnlyAdmin):
         self.message_user(
             request,
             f"Asked {cancelled} run(s) to stop: each ends at its next step boundary "
-            "(a run still waiting for a worker ends now).",
+            "(a run still waiting for a worker or an approval ends now).",
         )

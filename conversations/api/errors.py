@@ -29,6 +29,8 @@ from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
 from conversations.exceptions import (
+    ApprovalAlreadyDecided,
+    ApprovalForbidden,
     ConfigurationError,
     ConversationBusy,
     ConversationsError,
@@ -62,6 +64,8 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (RunCancelled, status.HTTP_409_CONFLICT),
     (RunNotRunning, status.HTTP_409_CONFLICT),
     (RunAlreadyClaimed, status.HTTP_409_CONFLICT),
+    (ApprovalAlreadyDecided, status.HTTP_409_CONFLICT),
+    (ApprovalForbidden, status.HTTP_403_FORBIDDEN),
     # The server is set up wrongly (a key reference that does not resolve, no
     # profile): not the client's fault, and not a bug (500) either.
     (ConfigurationError, status.HTTP_503_SERVICE_UNAVAILABLE),

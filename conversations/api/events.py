@@ -14,9 +14,20 @@ Event ids are numbers made from message positions (``STRIDE`` = 100,000)::
     tool_call_finished  q * STRIDE + 1        the tool message (its result) at position q
     run_finished        L * STRIDE + 99,999   L = position of the run's last message
 
+    approval.requested  p * STRIDE + 33,000 + i   call i of a held turn, needing approval
+    approval.decided    p * STRIDE + 66,000 + i   the same, once no call of the turn is pending
+
 (A run that ended without any message has ``run_started`` 0 and
 ``run_finished`` 99,999.) A call index fits a ``smallint``, so the slots of one
-position never overlap the next one.
+position never overlap each other or the next position.
+
+A turn held for approval is stored with its calls and their approvals in one
+transaction, and the decision that leaves none of them pending is committed
+before any of its calls runs; so the ``approval.decided`` events of a turn
+appear together, and its calls get no ``tool_call_started`` event (their
+``started_at`` is written after the decisions, at lower ids than the
+requests already sent): their results still arrive as ``tool_call_finished``.
+A run waiting for approval has not ended: the stream stays open.
 
 The ids only ever grow in the order the loop commits the rows: an assistant
 turn (with its calls, ``pending``), then one ``UPDATE`` marking the calls that
@@ -48,13 +59,13 @@ from asgiref.sync import SyncToAsync, sync_to_async
 from django.apps import apps
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections, connections
-from django.db.models import Max, Min
+from django.db.models import Max, Min, Prefetch
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from conversations.models import Message, Run
+from conversations.models import BUSY_RUN_STATUSES, Message, Run, ToolApproval, ToolCall
 
 from .errors import error_body, error_item
 
@@ -79,6 +90,8 @@ RETRY_MS = 1000
 """The reconnection delay suggested to ``EventSource``."""
 
 _MAX_ID = 2**53 - 1
+_REQUESTED = 33_000
+_DECIDED = 66_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +106,32 @@ class RunEvent:
         """The event on the wire (JSON never contains a raw newline, so one data line)."""
         payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
         return f"id: {self.id}\nevent: {self.type}\ndata: {payload}\n\n".encode()
+
+
+def _call_slots(message: Message, base: int) -> list[tuple[int, str, Any]]:
+    """The call events of one assistant turn: started, or requested/decided when it was held."""
+    approvals: list[tuple[ToolCall, ToolApproval]] = []
+    for call in message.tool_calls.all():
+        try:
+            approvals.append((call, call.approval))
+        except ToolApproval.DoesNotExist:
+            continue
+    if not approvals:
+        return [
+            (base + 2 + call.index, "tool_call_started", (message, call))
+            for call in message.tool_calls.all()
+            if call.started_at is not None
+        ]
+    slots: list[tuple[int, str, Any]] = [
+        (base + _REQUESTED + call.index, "approval.requested", (message, approval))
+        for call, approval in approvals
+    ]
+    if all(approval.decision for _, approval in approvals):
+        slots.extend(
+            (base + _DECIDED + call.index, "approval.decided", (message, approval))
+            for call, approval in approvals
+        )
+    return slots
 
 
 class RunEventStream:
@@ -114,12 +153,13 @@ class RunEventStream:
         if status is None:  # deleted with its conversation
             self.finished = True
             return []
-        ended = status != Run.Status.RUNNING
+        ended = status not in BUSY_RUN_STATUSES
         floor = max(self.after, 0) // STRIDE
+        calls = ToolCall.objects.select_related("approval")
         messages = list(
             Message.objects.filter(run_id=self.run_id, position__gte=floor)
             .select_related("tool_call")
-            .prefetch_related("tool_calls")
+            .prefetch_related(Prefetch("tool_calls", queryset=calls))
             .order_by("position")
         )
         first = self._first(messages, floor)
@@ -131,9 +171,7 @@ class RunEventStream:
             base = message.position * STRIDE
             if message.role == Message.Role.ASSISTANT:
                 slots.append((base + 1, "assistant_turn", message))
-                for call in message.tool_calls.all():
-                    if call.started_at is not None:
-                        slots.append((base + 2 + call.index, "tool_call_started", (message, call)))
+                slots.extend(_call_slots(message, base))
             elif message.role == Message.Role.TOOL:
                 slots.append((base + 1, "tool_call_finished", message))
         finished_id = None
@@ -198,6 +236,11 @@ class RunEventStream:
             elif kind == "tool_call_started":
                 message, call = subject
                 data = {"position": message.position, "call": ToolCallSerializer(call).data}
+            elif kind in ("approval.requested", "approval.decided"):
+                from .approvals import ApprovalSerializer
+
+                message, approval = subject
+                data = {"position": message.position, "approval": ApprovalSerializer(approval).data}
             else:  # tool_call_finished
                 data = {
                     "message": MessageSerializer(subject).data,

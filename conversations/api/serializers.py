@@ -190,6 +190,9 @@ class ToolCallSerializer(serializers.Serializer[Any]):
     """One call an assistant message made."""
 
     id = serializers.CharField(source="call_id", help_text="The provider's call id.")
+    pk = serializers.IntegerField(
+        help_text="The call's own id: approve or reject it at `/tool-calls/{pk}/approve/`."
+    )
     name = serializers.CharField()
     arguments = serializers.DictField(help_text="The decoded arguments (a JSON object).")
     raw_arguments = serializers.CharField(

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import docs, events, fallback, views
+from . import approvals, docs, events, fallback, views
 
 app_name = "conversations"
 
@@ -36,6 +36,17 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", views.RunDetailView.as_view(), name="run-detail"),
     path("runs/<uuid:run_id>/cancel/", views.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
+    path("approvals/", approvals.ApprovalListView.as_view(), name="approval-list"),
+    path(
+        "tool-calls/<int:tool_call_id>/approve/",
+        approvals.ToolCallApproveView.as_view(),
+        name="tool-call-approve",
+    ),
+    path(
+        "tool-calls/<int:tool_call_id>/reject/",
+        approvals.ToolCallRejectView.as_view(),
+        name="tool-call-reject",
+    ),
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
     path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),

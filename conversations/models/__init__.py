@@ -16,11 +16,24 @@ from), ``config`` (providers, language models, profiles, tool switches) and
 importable from here, which is also where migrations find ``JSONTypeOf``.
 """
 
-from .config import LanguageModel, Profile, Provider, ToolSetting
+from .approvals import ApprovalDecision, ApprovalLevel, ToolApproval
+from .config import ApprovalPolicy, LanguageModel, Profile, Provider, ToolSetting
 from .constraints import JSONTypeOf
-from .transcript import Conversation, Message, Run, RunStatus, ToolCall, ToolCallStatus
+from .transcript import (
+    BUSY_RUN_STATUSES,
+    Conversation,
+    Message,
+    Run,
+    RunStatus,
+    ToolCall,
+    ToolCallStatus,
+)
 
 __all__ = [
+    "BUSY_RUN_STATUSES",
+    "ApprovalDecision",
+    "ApprovalLevel",
+    "ApprovalPolicy",
     "Conversation",
     "JSONTypeOf",
     "LanguageModel",
@@ -29,6 +42,7 @@ __all__ = [
     "Provider",
     "Run",
     "RunStatus",
+    "ToolApproval",
     "ToolCall",
     "ToolCallStatus",
     "ToolSetting",

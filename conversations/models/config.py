@@ -7,7 +7,16 @@ from django.db.models import Q
 
 from .constraints import is_json, non_negative, not_empty, null_or_json
 
-__all__ = ["LanguageModel", "Profile", "Provider", "ToolSetting"]
+__all__ = ["ApprovalPolicy", "LanguageModel", "Profile", "Provider", "ToolSetting"]
+
+
+class ApprovalPolicy(models.TextChoices):
+    """Whether a tool's calls wait for a human decision (on a profile or a tool setting)."""
+
+    DEFAULT = "default", "Default (defer to the less specific setting)"
+    ALWAYS = "always", "Always (the conversation's owner decides)"
+    STAFF = "staff", "Staff (a holder of conversations.approve_toolcall decides)"
+    NEVER = "never", "Never"
 
 
 class Provider(models.Model):
@@ -140,6 +149,13 @@ class Profile(models.Model):
         default="auto",
         help_text='"auto", "none", "required" or the name of one tool.',
     )
+    approval = models.CharField(
+        max_length=16,
+        choices=ApprovalPolicy.choices,
+        default=ApprovalPolicy.DEFAULT,
+        help_text="Approval of tool calls for every tool of this profile; "
+        '"default" defers to each tool.',
+    )
     is_active = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -169,6 +185,10 @@ class Profile(models.Model):
             models.CheckConstraint(
                 condition=Q(temperature__gte=0), name="conversations_profile_temperature_range"
             ),
+            models.CheckConstraint(
+                condition=Q(approval__in=ApprovalPolicy.values),
+                name="conversations_profile_approval_valid",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -180,10 +200,22 @@ class ToolSetting(models.Model):
 
     name = models.CharField(max_length=64, unique=True)
     enabled = models.BooleanField(default=True)
+    approval = models.CharField(
+        max_length=16,
+        choices=ApprovalPolicy.choices,
+        default=ApprovalPolicy.DEFAULT,
+        help_text='Approval of this tool\'s calls; "default" defers to its @tool declaration.',
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(approval__in=ApprovalPolicy.values),
+                name="conversations_toolsetting_approval_valid",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({'enabled' if self.enabled else 'disabled'})"

@@ -14,7 +14,15 @@ from conversations import domain
 from .config import Profile
 from .constraints import USAGE_FIELDS, is_json, non_negative, not_empty
 
-__all__ = ["Conversation", "Message", "Run", "RunStatus", "ToolCall", "ToolCallStatus"]
+__all__ = [
+    "BUSY_RUN_STATUSES",
+    "Conversation",
+    "Message",
+    "Run",
+    "RunStatus",
+    "ToolCall",
+    "ToolCallStatus",
+]
 
 
 class ToolCallStatus(models.TextChoices):
@@ -27,6 +35,7 @@ class ToolCallStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected"
     INTERRUPTED = "interrupted", "Interrupted"
     CANCELLED = "cancelled", "Cancelled"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
 
 
 class RunStatus(models.TextChoices):
@@ -38,6 +47,11 @@ class RunStatus(models.TextChoices):
     FAILED = "failed", "Failed"
     INTERRUPTED = "interrupted", "Interrupted"
     CANCELLED = "cancelled", "Cancelled"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+
+
+BUSY_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+"""A run in one of these holds its conversation: no other run may start."""
 
 
 class Conversation(models.Model):
@@ -195,7 +209,7 @@ class ToolCall(models.Model):
         help_text="The provider's argument text when it was not a JSON object; "
         "such a call is never executed.",
     )
-    status = models.CharField(max_length=16, choices=Status.choices, default=ToolCallStatus.PENDING)
+    status = models.CharField(max_length=32, choices=Status.choices, default=ToolCallStatus.PENDING)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True, help_text="Detail for admins; never sent to a model.")
@@ -244,7 +258,7 @@ class Run(models.Model):
     profile = models.ForeignKey(
         Profile, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
     )
-    status = models.CharField(max_length=16, choices=Status.choices, default=RunStatus.RUNNING)
+    status = models.CharField(max_length=32, choices=Status.choices, default=RunStatus.RUNNING)
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(default=timezone.now)
@@ -278,10 +292,10 @@ class Run(models.Model):
             models.Index(fields=["status", "heartbeat_at"], name="conversations_run_status_idx"),
         ]
         constraints = [
-            # Rule 9
+            # Rule 9 (a run waiting for an approval still holds its conversation)
             models.UniqueConstraint(
                 fields=["conversation"],
-                condition=Q(status=RunStatus.RUNNING),
+                condition=Q(status__in=BUSY_RUN_STATUSES),
                 name="conversations_run_one_running",
                 violation_error_message="Another run is already running on this conversation.",
             ),

@@ -5,6 +5,12 @@ profiles and tools, ``listings`` builds what the API and the admin list.
 Nothing here writes.
 """
 
+from .approvals import (
+    decidable_approvals,
+    owned_tool_call_exists,
+    tool_call_approval,
+    visible_approvals,
+)
 from .config import active_profiles, available_tools, disabled_tool_names, get_default_profile
 from .history import (
     get_history,
@@ -45,6 +51,7 @@ __all__ = [
     "conversation_transcript",
     "conversations_with_summary",
     "count_of",
+    "decidable_approvals",
     "disabled_tool_names",
     "get_default_profile",
     "get_history",
@@ -56,10 +63,13 @@ __all__ = [
     "open_tool_calls",
     "owned_conversations",
     "owned_runs",
+    "owned_tool_call_exists",
     "run_messages",
     "run_trace",
     "run_with_calls",
     "runs_with_calls",
+    "tool_call_approval",
     "tool_call_to_domain",
+    "visible_approvals",
     "with_tool_calls",
 ]

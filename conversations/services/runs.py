@@ -22,13 +22,14 @@ from conversations import signals
 from conversations.conf import app_settings
 from conversations.domain import ChatMessage
 from conversations.exceptions import (
+    ApprovalPending,
     ConfigurationError,
     ConversationBusy,
     ConversationsError,
     RunCancelled,
     RunNotRunning,
 )
-from conversations.models import Conversation, Profile, Run
+from conversations.models import BUSY_RUN_STATUSES, Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
@@ -91,7 +92,10 @@ def start_run(
     recover_runs(conversation=conversation)
     profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
     cap = max_iterations or (profile.max_iterations if profile else app_settings().MAX_ITERATIONS)
-    if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
+    busy = Run.objects.filter(conversation=conversation, status__in=BUSY_RUN_STATUSES)
+    if busy.filter(status=Run.Status.AWAITING_APPROVAL).exists():
+        raise ApprovalPending("a run of this conversation waits for a tool call approval")
+    if busy.exists():
         raise ConversationBusy("another run is already running on this conversation")
     model_name = profile.language_model.model_id if profile else ""
     provider_name = (
@@ -110,7 +114,7 @@ def start_run(
                 model=model_name,
             )
     except IntegrityError:
-        # The partial unique index on running runs: another request won the race.
+        # The partial unique index on busy runs: another request won the race.
         raise ConversationBusy("another run is already running on this conversation") from None
     try:
         # Only now, holding the conversation, can open calls be taken for leftovers.
@@ -169,9 +173,13 @@ def cancel_run(*, run: Run) -> Run:
     flag before its next provider call and between tools (a tool already
     running finishes), answers the calls still open as cancelled and ends the
     run ``cancelled``. A run still waiting in a queue (no process claimed it)
-    ends ``cancelled`` at once. Raises :class:`RunNotRunning` when the run has
-    already ended.
+    ends ``cancelled`` at once, and so does a run waiting for approvals: its
+    pending approvals are rejected and its held calls answered cancelled.
+    Raises :class:`RunNotRunning` when the run has already ended.
     """
+    if _cancel_waiting_run(run=run):
+        run.refresh_from_db()
+        return run
     flagged = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
     if not flagged:
         run.refresh_from_db()
@@ -180,6 +188,35 @@ def cancel_run(*, run: Run) -> Run:
     end_unclaimed_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
     run.refresh_from_db()
     return run
+
+
+def _cancel_waiting_run(*, run: Run) -> bool:
+    """End a run that waits for approvals ``cancelled``; ``True`` if this call ended it.
+
+    Takes the run from ``awaiting_approval`` with one conditional ``UPDATE`` (so
+    a decision resuming it meanwhile and this cancellation never both win).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        taken = Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_APPROVAL).update(
+            status=Run.Status.RUNNING,
+            claimed_at=now,
+            worker=worker_name(),
+            heartbeat_at=now,
+            cancel_requested=True,
+        )
+        if not taken:
+            return False
+        pending = list(ToolApproval.objects.filter(run=run, decision=""))
+        ToolApproval.objects.filter(pk__in=[a.pk for a in pending]).update(
+            decision=ToolApproval.Decision.REJECTED, decided_at=now, reason="run cancelled"
+        )
+    run.refresh_from_db()
+    finish_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
+    for approval in pending:
+        approval.refresh_from_db()
+        signals.approval_decided.send(sender=ToolApproval, approval=approval, run=run)
+    return True
 
 
 def finish_run(

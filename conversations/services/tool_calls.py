@@ -39,9 +39,11 @@ from .messages import append_messages
 
 __all__ = [
     "ANSWER_TEXTS",
+    "ARGUMENTS_CHANGED",
     "INVALID_ARGUMENTS",
     "NOT_PERMITTED",
     "RAW_ARGUMENTS",
+    "REJECTED_BY_REVIEWER",
     "TOOL_ERROR",
     "TOOL_FAILED",
     "UNKNOWN_TOOL",
@@ -53,6 +55,7 @@ __all__ = [
     "execute_call",
     "persist_outcomes",
     "reject_call",
+    "rejected_by_reviewer_text",
     "tool_error_text",
 ]
 
@@ -66,6 +69,9 @@ RAW_ARGUMENTS: Final = 'Error: arguments for tool "{name}" are not a JSON object
 TOOL_FAILED: Final = 'Error: tool "{name}" failed.'
 TOOL_ERROR: Final = 'Error: tool "{name}" failed: {message}'
 """A :class:`ToolError`: its author wrote the message for the model (and the user) to read."""
+REJECTED_BY_REVIEWER: Final = 'Error: tool "{name}" was rejected by a reviewer'
+"""A call a human rejected; ``: REASON`` follows when the reviewer gave one."""
+ARGUMENTS_CHANGED: Final = 'Error: tool "{name}" was not run: its arguments changed after approval'
 
 ANSWER_TEXTS: Final[Mapping[str, str]] = {
     ToolCallRow.Status.INTERRUPTED: 'Error: tool "{name}" was interrupted and did not complete.',
@@ -77,6 +83,12 @@ ANSWER_TEXTS: Final[Mapping[str, str]] = {
 def tool_error_text(template: str, name: str, **extra: str) -> str:
     """One of the pinned error texts, filled in."""
     return template.format(name=name, **extra)
+
+
+def rejected_by_reviewer_text(name: str, reason: str = "") -> str:
+    """What the model reads about a call a human rejected (with the reason, if any)."""
+    text = tool_error_text(REJECTED_BY_REVIEWER, name)
+    return f"{text}: {reason}" if reason else text
 
 
 def answer_text_for(status: str, name: str) -> str:

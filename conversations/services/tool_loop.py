@@ -4,6 +4,8 @@ This is the only loop in the code base. Its guarantees:
 
 - Every step is persisted as it happens, each in its own short transaction;
   no transaction is open while the provider is asked or a tool runs.
+- A turn with a call that needs a human decision is held whole (nothing of
+  it runs) until every such call is decided; see ``approvals``.
 - A tool is never executed twice: calls are marked ``running`` (committed)
   before any of them starts, and recovery answers a ``running`` call as
   interrupted instead of executing it again.
@@ -22,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models import F
@@ -39,12 +41,13 @@ from conversations.exceptions import (
     RunAlreadyClaimed,
     RunCancelled,
 )
-from conversations.models import Conversation, Profile, Run
+from conversations.models import Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
 from conversations.selectors import available_tools, history_for_provider
 from conversations.tools import Tool
 
+from .approvals import approval_levels, held_calls, hold_turn, send_requested
 from .messages import MessageDetails, append_messages
 from .providers import build_provider, completion_options
 from .runs import (
@@ -140,13 +143,18 @@ class RequestSetup:
     """Their specs, as offered to the model (empty: no ``tools`` key at all)."""
     options: CompletionOptions
     """Model, sampling and tool choice (``None`` when no tool is offered)."""
+    approvals: Mapping[str, str] = field(default_factory=dict)
+    """Who must approve the calls of each tool that needs approval (``owner``/``staff``)."""
 
 
 def request_setup(*, profile: Profile | None) -> RequestSetup:
     """Tools and options of a request for ``profile``: the loop and the dry-run export share it."""
     tools = available_tools(allowed=profile.allowed_tools if profile else None)
     specs = [tool.spec for tool in tools.values()]
-    return RequestSetup(tools, specs, completion_options(profile, tools_offered=bool(specs)))
+    options = completion_options(profile, tools_offered=bool(specs))
+    return RequestSetup(
+        tools, specs, options, approval_levels(profile=profile, tools=tools.values())
+    )
 
 
 # The rounds ----------------------------------------------------------------------------
@@ -154,15 +162,26 @@ def request_setup(*, profile: Profile | None) -> RequestSetup:
 
 def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: RequestSetup) -> Run:
     tools, specs, options = request.tools, request.specs, request.options
-    # The run holds the conversation (one running run at most), so the history
-    # is read once and then kept in step with what each round persists.
-    history = history_for_provider(conversation=run.conversation, profile=profile)
     watch = CancelWatch(run)
     try:
+        # A run resuming after a decision first answers the turn it held.
+        held = held_calls(run=run, tools=tools)
+        if held:
+            _mark_running([row for row, rejection in held if rejection is None])
+            _run_calls(run, held, tools, watch)
+        # The run holds the conversation (one running run at most), so the history
+        # is read once and then kept in step with what each round persists.
+        history = history_for_provider(conversation=run.conversation, profile=profile)
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
             response, latency_ms = _ask(provider, history, specs, options)
-            checked = _persist_turn(run, response, latency_ms, counts_as_round=True, tools=tools)
+            checked, approvals = _persist_turn(
+                run, response, latency_ms, counts_as_round=True, request=request
+            )
+            if approvals:
+                send_requested(run=run, approvals=approvals)
+                logger.info("run %s waits for %d approval(s)", run.pk, len(approvals))
+                return run
             history.append(response.to_message())
             if not checked:
                 return finish_run(
@@ -174,7 +193,13 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         watch.raise_if_cancelled()
         final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
         response, latency_ms = _ask(provider, history, [], final_options)
-        checked = _persist_turn(run, response, latency_ms, counts_as_round=False, tools={})
+        checked, _ = _persist_turn(
+            run,
+            response,
+            latency_ms,
+            counts_as_round=False,
+            request=dataclasses.replace(request, tools={}, approvals={}),
+        )
         if checked:
             # Tools were not offered; answer each call so the history stays valid.
             persist_outcomes(run=run, outcomes=[reject_call(row=row) for row, _ in checked])
@@ -209,15 +234,17 @@ def _persist_turn(
     latency_ms: int,
     *,
     counts_as_round: bool,
-    tools: dict[str, Tool],
-) -> _Checked:
+    request: RequestSetup,
+) -> tuple[_Checked, list[ToolApproval]]:
     """Store the assistant turn, its calls and the run's counters in one transaction.
 
-    Returns each call with its rejection (``None`` when it may run).
+    Returns each call with its rejection (``None`` when it may run), and the
+    approvals the turn waits for (empty: it was not held).
 
     Calls that will be executed are marked ``running`` in the same
     transaction, before any of them starts: after a crash they are answered as
-    interrupted, never executed again (they may have had side effects).
+    interrupted, never executed again (they may have had side effects). When
+    any of them needs approval, the whole turn is held instead: no call runs.
     """
     usage = response.usage
     details = MessageDetails.from_response(response, latency_ms=latency_ms)
@@ -230,17 +257,27 @@ def _persist_turn(
         )
         # append_messages hands the inserted calls over as the prefetched relation.
         rows = list(message.tool_calls.all()) if response.has_tool_calls else []
-        checked = [(row, check_call(row=row, tools=tools)) for row in rows]
+        checked = [(row, check_call(row=row, tools=request.tools)) for row in rows]
         runnable = [row for row, rejection in checked if rejection is None]
-        if runnable:
-            marked = timezone.now()
-            ToolCallRow.objects.filter(pk__in=[r.pk for r in runnable]).update(
-                status=ToolCallRow.Status.RUNNING, started_at=marked
-            )
-            for row in runnable:
-                row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
+        # Only calls that could run need a decision; refused ones are answered on resume.
+        levels = {r.pk: request.approvals[r.name] for r in runnable if r.name in request.approvals}
+        approvals: list[ToolApproval] = []
+        if levels:
+            approvals = hold_turn(run=run, rows=rows, levels=levels)
+        else:
+            _mark_running(runnable)
         _add_usage(run, usage, rounds=1 if counts_as_round else 0)
-    return checked
+    return checked, approvals
+
+
+def _mark_running(rows: list[ToolCallRow]) -> None:
+    if rows:
+        marked = timezone.now()
+        ToolCallRow.objects.filter(pk__in=[r.pk for r in rows]).update(
+            status=ToolCallRow.Status.RUNNING, started_at=marked
+        )
+        for row in rows:
+            row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
 
 
 def _add_usage(run: Run, usage: Usage, *, rounds: int) -> None:

@@ -41,6 +41,9 @@ class Tool:
     """A JSON Schema (Draft 2020-12) of type ``object``: the arguments the model passes."""
     func: Callable[..., Any]
     """The function called with the (validated, converted) arguments as keywords."""
+    requires_approval: bool | str = False
+    """Whether a human decides each call first: ``True`` (the conversation's owner),
+    ``"staff"`` (a holder of ``conversations.approve_toolcall``) or ``False``."""
     shape: FunctionShape = field(init=False, repr=False)
     """What the function's signature accepts (derived)."""
     converters: Mapping[str, Converter] = field(init=False, repr=False)
@@ -57,6 +60,13 @@ class Tool:
                 f"{TOOL_NAME_PATTERN.pattern}: letters, digits, _ and -, at most 64",
                 code="invalid_tool_name",
                 field="name",
+            )
+        if self.requires_approval not in (True, False, "staff"):
+            raise InvalidArgumentError(
+                f'tool {self.name!r}: requires_approval must be True, False or "staff", '
+                f"not {self.requires_approval!r}",
+                code="invalid_tool_spec",
+                field="requires_approval",
             )
         if not isinstance(self.description, str):
             raise InvalidArgumentError(
@@ -91,6 +101,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         parameters: Mapping[str, Any] | None = None,
+        requires_approval: bool | str = False,
     ) -> Tool:
         """Build a tool from a typed function; any argument given overrides derivation.
 
@@ -105,6 +116,7 @@ class Tool:
             description=describe_function(func) if description is None else description,
             parameters=parameters,
             func=func,
+            requires_approval=requires_approval,
         )
 
     @property

@@ -147,6 +147,7 @@ def tool(
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     registry: ToolRegistry | None = None,
+    requires_approval: bool | str = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -158,19 +159,29 @@ def tool(
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     registry: ToolRegistry | None = None,
+    requires_approval: bool | str = False,
 ) -> F | Callable[[F], F]:
     """Register a typed function as a tool; use as ``@tool`` or ``@tool(...)``.
 
     ``name`` defaults to the function's name, ``description`` to its
     docstring's prose, ``parameters`` to a JSON Schema derived from its type
     hints (see :mod:`conversations.tools.schema`); ``registry`` to the app's.
+    ``requires_approval`` makes every call wait for a human decision: ``True``
+    (the conversation's owner decides) or ``"staff"`` (only a holder of the
+    ``conversations.approve_toolcall`` permission, never the owner).
     The function is returned unchanged, so it stays callable as plain Python.
     """
     target = _default_registry if registry is None else registry
 
     def decorate(function: F) -> F:
         target.register(
-            Tool.from_function(function, name=name, description=description, parameters=parameters)
+            Tool.from_function(
+                function,
+                name=name,
+                description=description,
+                parameters=parameters,
+                requires_approval=requires_approval,
+            )
         )
         return function
 

@@ -286,6 +286,7 @@ def profile_data(openai_model, **overrides):
         "max_iterations": "10",
         "allowed_tools": "",
         "tool_choice": "auto",
+        "approval": "default",
         "is_active": "on",
     }
     data.update(overrides)

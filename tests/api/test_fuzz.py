@@ -120,6 +120,7 @@ def test_schemathesis_finds_no_server_error(user, profile, demo_conversation, ca
     owned = {
         "conversation_id": str(demo_conversation.pk),
         "run_id": str(run.pk),
+        "tool_call_id": str(demo_conversation.tool_calls.first().pk),
     }
     schema = schemathesis.openapi.from_wsgi(
         "/api/schema/",
@@ -130,7 +131,7 @@ def test_schemathesis_finds_no_server_error(user, profile, demo_conversation, ca
     probes: collections.Counter = collections.Counter()
     unsatisfiable: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 14
+    assert len(operations) == 17
 
     for operation in operations:
         label = f"{operation.method.upper()} {operation.path}"

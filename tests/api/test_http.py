@@ -28,11 +28,16 @@ def route_url(pattern: URLPattern, ids: dict[str, str]) -> str:
 
 @pytest.fixture
 def own_ids(history, demo_conversation) -> dict[str, str]:
-    return {"conversation_id": str(demo_conversation.pk), "run_id": str(history.pk)}
+    call = demo_conversation.tool_calls.first()
+    return {
+        "conversation_id": str(demo_conversation.pk),
+        "run_id": str(history.pk),
+        "tool_call_id": str(call.pk),
+    }
 
 
 def test_the_routes_cover_the_whole_api():
-    assert len(ROUTES) == 13
+    assert len(ROUTES) == 16
     assert {p.name for p in ROUTES} >= {"conversation-list", "conversation-import", "docs"}
 
 

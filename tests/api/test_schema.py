@@ -47,9 +47,32 @@ OPERATIONS = {
     ("/api/runs/{run_id}/cancel/", "post"): {"202", "401", "403", "404", "409"},
     ("/api/tools/", "get"): {"200", "401", "403"},
     ("/api/profiles/", "get"): {"200", "401", "403"},
+    ("/api/approvals/", "get"): {"200", "401", "403"},
+    ("/api/tool-calls/{tool_call_id}/approve/", "post"): {
+        "200",
+        "202",
+        "401",
+        "403",
+        "404",
+        "409",
+        "503",
+    },
+    ("/api/tool-calls/{tool_call_id}/reject/", "post"): {
+        "200",
+        "202",
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "503",
+    },
 }
 
-WITHOUT_BODY = {("/api/runs/{run_id}/cancel/", "post")}
+WITHOUT_BODY = {
+    ("/api/runs/{run_id}/cancel/", "post"),
+    ("/api/tool-calls/{tool_call_id}/approve/", "post"),
+}
 """Unsafe operations that take no request body."""
 
 
@@ -118,8 +141,10 @@ def test_the_schema_names_status_enums_once(schema):
         "failed",
         "interrupted",
         "cancelled",
+        "awaiting_approval",
     ]
     assert "pending" in components["ToolCallStatus"]["enum"]
+    assert "awaiting_approval" in components["ToolCallStatus"]["enum"]
 
 
 @pytest.mark.django_db

@@ -11,6 +11,8 @@ POSTGRES_TRIGGERS = {
     "conversations_message_answer_pairing",
     "conversations_message_immutable",
     "conversations_message_no_orphans",
+    "conversations_toolapproval_decision_final",
+    "conversations_toolcall_approval_required",
     "conversations_toolcall_assistant_message",
     "conversations_toolcall_conversation_match",
     "conversations_toolcall_immutable",

@@ -4,6 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from conversations.services.decisions import expire_approvals
 from conversations.services.recovery import recover_runs
 
 
@@ -12,7 +13,8 @@ class Command(BaseCommand):
         "Mark running runs whose heartbeat is older than the lease as interrupted and "
         "answer their open tool calls (never executing them again). With --requeue, "
         "runs that no worker ever took (their message was lost) are published again "
-        "instead."
+        "instead. Tool call approvals past their expiry are rejected first "
+        "(reason 'approval timed out'), which resumes their runs."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -34,6 +36,11 @@ class Command(BaseCommand):
     def handle(
         self, *args: Any, lease: int | None = None, requeue: bool = False, **options: Any
     ) -> None:
+        for decision in expire_approvals():
+            self.stdout.write(
+                f"rejected expired approval of tool call {decision.approval.tool_call_id} "
+                f"(run {decision.run.pk}, now {decision.run.status})"
+            )
         if requeue:
             from conversations.services.executors import requeue_runs, uses_workers
 

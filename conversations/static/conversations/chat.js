@@ -15,6 +15,10 @@
  *   EventSource is missing or the stream fails.
  * A conversation opened while one of its runs is still running is followed
  * the same way.
+ *
+ * A call held for a human decision shows approve and reject buttons when the
+ * user may decide it (GET approvals/ lists those); deciding the last one of a
+ * turn resumes the run, and the page then shows what it stored.
  */
 (() => {
   "use strict";
@@ -54,6 +58,7 @@
     profiles: new Map(), // slug -> profile
     messages: new Map(), // position -> message, of the open conversation
     results: new Map(), // tool_call_id -> tool message, of the open conversation
+    approvals: new Map(), // tool call pk -> pending approval the user may decide
     lastPosition: -1,
     busy: false,
     pending: null, // the element showing a user message not stored yet
@@ -285,7 +290,13 @@
     const result = state.results.get(call.id);
     return el(
       "details",
-      { className: "llm-tool", "data-call-id": call.id, "data-status": status, open },
+      {
+        className: "llm-tool",
+        "data-call-id": call.id,
+        "data-status": status,
+        // A held call is shown open: its decision is what the user has to do next.
+        open: open || status === "awaiting_approval",
+      },
       el(
         "summary",
         null,
@@ -309,12 +320,86 @@
           { className: "llm-tool-arguments" },
           hasRawArguments(call) ? call.raw_arguments : JSON.stringify(call.arguments || {}, null, 2)
         ),
+        status === "awaiting_approval" && buildApproval(call),
         el("h3", null, "Result"),
         result
           ? el("pre", { className: "llm-tool-result" }, prettyJson(result.content || ""))
           : el("p", { className: "llm-tool-waiting" }, "Waiting for the result…")
       )
     );
+  }
+
+  /** The decision part of a held call: buttons when this user may decide it. */
+  function buildApproval(call) {
+    const approval = state.approvals.get(call.pk);
+    if (!approval) {
+      return el("p", { className: "llm-approval llm-help" }, "Waiting for a reviewer’s decision on this turn.");
+    }
+    return el(
+      "div",
+      { className: "llm-approval", "data-pk": call.pk },
+      el("p", { className: "llm-help" }, "This call waits for your approval."),
+      el("input", {
+        className: "llm-approval-reason",
+        type: "text",
+        maxLength: 2000,
+        placeholder: "Reason for a rejection (optional; the model reads it)",
+        "aria-label": "Reason for a rejection",
+      }),
+      el("button", { type: "button", className: "llm-approve", "data-decision": "approve" }, "Approve"),
+      " ",
+      el("button", { type: "button", className: "llm-reject", "data-decision": "reject" }, "Reject")
+    );
+  }
+
+  /** Read the approvals this user may decide in the open conversation, and redraw held calls. */
+  async function loadApprovals() {
+    const conversation = state.conversation;
+    const held = [...state.messages.values()].filter((m) =>
+      (m.tool_calls || []).some((c) => c.status === "awaiting_approval")
+    );
+    state.approvals = new Map();
+    if (!conversation || !held.length) {
+      return;
+    }
+    const approvals = await api("GET", `${apiRoot}approvals/`);
+    if (!isCurrent(conversation.id)) {
+      return;
+    }
+    for (const approval of approvals || []) {
+      if (approval.conversation === conversation.id) {
+        state.approvals.set(approval.tool_call.pk, approval);
+      }
+    }
+    held.forEach(renderMessage);
+    setProgress(state.approvals.size ? "Waiting for your approval." : "Waiting for a reviewer.");
+  }
+
+  /** Approve or reject one held call; once the run resumed, show what it stored. */
+  async function decide(pk, decision, reason) {
+    const conversation = state.conversation;
+    if (state.busy || !conversation) {
+      return;
+    }
+    hideError();
+    setBusy(true);
+    setProgress(decision === "approve" ? "Approving…" : "Rejecting…");
+    const since = state.lastPosition;
+    try {
+      const body = decision === "reject" && reason.trim() ? { reason: reason.trim() } : undefined;
+      let result = await api("POST", `${apiRoot}tool-calls/${encodeURIComponent(pk)}/${decision}/`, body);
+      if (result && result.run && result.run.status === "running") {
+        result = await followRun(conversation.id, result.run, since);
+      }
+      if (isCurrent(conversation.id)) {
+        await openConversation(conversation.id, false);
+        reportRun(result && result.run);
+      }
+    } catch (error) {
+      showError(error);
+    } finally {
+      setBusy(false);
+    }
   }
 
   function findCard(callId) {
@@ -619,6 +704,7 @@
       if (conversation.last_run && conversation.last_run.status === "running" && !state.busy) {
         attachToRun(conversation.id, conversation.last_run); // still being answered
       }
+      await loadApprovals().catch(showError); // the transcript stays either way
     } catch (error) {
       if (!stale()) {
         resetTranscript("");
@@ -748,6 +834,13 @@
         renderMessages([data.message]);
       });
       on("run_finished", () => {});
+      source.addEventListener("approval.requested", (event) => {
+        // A replayed request of a turn decided before (its decision is set) is history.
+        const data = JSON.parse(event.data);
+        if (!data.approval.decision) {
+          settle(resolve, { status: "awaiting_approval" });
+        }
+      });
       source.onerror = () => {
         // While CONNECTING the browser retries by itself; CLOSED means it gave up (4xx, 204).
         if (source.readyState === EventSource.CLOSED) {
@@ -776,6 +869,10 @@
 
   function reportRun(run) {
     if (!run || run.status === "completed") {
+      return;
+    }
+    if (run.status === "awaiting_approval") {
+      loadApprovals().catch(showError);
       return;
     }
     let detail = `The run ended with status “${run.status}”`;
@@ -924,6 +1021,15 @@
   });
 
   ui.alertClose.addEventListener("click", hideError);
+
+  ui.transcript.addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-decision]");
+    const box = button && button.closest(".llm-approval");
+    if (box) {
+      const reason = box.querySelector(".llm-approval-reason");
+      decide(box.dataset.pk, button.dataset.decision, reason ? reason.value : "");
+    }
+  });
 
   ui.more.addEventListener("click", () => {
     if (state.nextConversations) {
