@@ -47,6 +47,10 @@ class ConversationsSettings:
     """Default provider timeout in seconds (a provider record may override it)."""
     HTTP_MAX_RETRIES: int = 2
     """Default retries on 429/5xx/connection errors (a provider record may override it)."""
+    CURRENCY: str = "USD"
+    """ISO 4217 code of every price and cost (prices on language models, budgets' cost limits)."""
+    TRACE_CONTENT: bool = False
+    """OpenTelemetry spans carry message content and tool arguments/results only when true."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}

@@ -6,6 +6,9 @@ All are sent synchronously by the tool loop, outside any transaction:
 - ``tool_call_finished(sender=ToolCall model, tool_call, run, result)``: after it
   ran (``tool_call.status`` says how it went; ``result`` is what the model sees).
 - ``run_finished(sender=Run model, run)``: a run reached a terminal status.
+- ``budget_warning(sender=Budget model, budget, run, period_start)``: a ``warn``
+  budget reached its limit; sent once per period, after the call that reached
+  it was committed.
 
 A receiver that raises propagates the exception (Django's ``send``); use
 ``send_robust`` semantics in your receiver if it must never interfere.
@@ -16,3 +19,4 @@ from django.dispatch import Signal
 tool_call_started = Signal()
 tool_call_finished = Signal()
 run_finished = Signal()
+budget_warning = Signal()

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import F
@@ -33,6 +34,7 @@ from conversations import signals
 from conversations.conf import app_settings
 from conversations.domain import ChatMessage, CompletionResponse, ToolSpec, Usage
 from conversations.exceptions import (
+    BudgetExceeded,
     ConfigurationError,
     ConversationsError,
     ProviderError,
@@ -45,6 +47,7 @@ from conversations.providers.base import ChatProvider, CompletionOptions
 from conversations.selectors import available_tools, history_for_provider
 from conversations.tools import Tool
 
+from .budgets import check_budgets
 from .messages import MessageDetails, append_messages
 from .providers import build_provider, completion_options
 from .runs import (
@@ -64,6 +67,7 @@ from .tool_calls import (
     persist_outcomes,
     reject_call,
 )
+from .usage import record_failed_call, record_model_call
 
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
 
@@ -161,8 +165,10 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
     try:
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
-            response, latency_ms = _ask(provider, history, specs, options)
-            checked = _persist_turn(run, response, latency_ms, counts_as_round=True, tools=tools)
+            response, started_at, latency_ms = _ask(run, provider, history, specs, options)
+            checked = _persist_turn(
+                run, response, started_at, latency_ms, counts_as_round=True, tools=tools
+            )
             history.append(response.to_message())
             if not checked:
                 return finish_run(
@@ -173,8 +179,10 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         # Every round asked for tools: one more call, with none offered, for the answer.
         watch.raise_if_cancelled()
         final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
-        response, latency_ms = _ask(provider, history, [], final_options)
-        checked = _persist_turn(run, response, latency_ms, counts_as_round=False, tools={})
+        response, started_at, latency_ms = _ask(run, provider, history, [], final_options)
+        checked = _persist_turn(
+            run, response, started_at, latency_ms, counts_as_round=False, tools={}
+        )
         if checked:
             # Tools were not offered; answer each call so the history stays valid.
             persist_outcomes(run=run, outcomes=[reject_call(row=row) for row, _ in checked])
@@ -186,6 +194,13 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         )
     except RunCancelled:
         return finish_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
+    except BudgetExceeded as exc:
+        return finish_run(
+            run=run,
+            status=Run.Status.BUDGET_EXHAUSTED,
+            error_code=exc.code,
+            error_message=exc.detail,
+        )
     except BaseException as exc:
         # Not swallowed: record the failure so the conversation stays usable, then re-raise.
         finish_run_after_error(run=run, exc=exc)
@@ -193,19 +208,29 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
 
 
 def _ask(
+    run: Run,
     provider: ChatProvider,
     history: Sequence[ChatMessage],
     specs: Sequence[ToolSpec],
     options: CompletionOptions,
-) -> tuple[CompletionResponse, int]:
+) -> tuple[CompletionResponse, datetime, int]:
+    """One provider request, after the budgets allowed it; a failed one is recorded as such."""
+    started_at = check_budgets(run=run)
     started = time.monotonic()
-    response = provider.complete(history, tools=specs, options=options)
-    return response, int((time.monotonic() - started) * 1000)
+    try:
+        response = provider.complete(history, tools=specs, options=options)
+    except Exception as exc:
+        code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
+        elapsed = int((time.monotonic() - started) * 1000)
+        record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
+        raise
+    return response, started_at, int((time.monotonic() - started) * 1000)
 
 
 def _persist_turn(
     run: Run,
     response: CompletionResponse,
+    started_at: datetime,
     latency_ms: int,
     *,
     counts_as_round: bool,
@@ -230,6 +255,14 @@ def _persist_turn(
         )
         # append_messages hands the inserted calls over as the prefetched relation.
         rows = list(message.tool_calls.all()) if response.has_tool_calls else []
+        record_model_call(
+            run=run,
+            started_at=started_at,
+            latency_ms=latency_ms,
+            usage=usage,
+            model=response.model,
+            message=message,
+        )
         checked = [(row, check_call(row=row, tools=tools)) for row in rows]
         runnable = [row for row, rejection in checked if rejection is None]
         if runnable:
