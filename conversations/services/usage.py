@@ -115,6 +115,15 @@ def record_model_call(
     cost = call_cost(usage=usage, prices=prices)
     user_id = run.conversation.owner_id
     with transaction.atomic():
+        # Counters first: their row locks order this row's ``recorded_at`` after
+        # every check that could not see it, and before every check that can.
+        charge_budgets(
+            user_id=user_id,
+            profile_id=run.profile_id,
+            tokens=usage.prompt_tokens + usage.completion_tokens,
+            cost=cost,
+            run=run,
+        )
         call = ModelCall.objects.create(
             run=run,
             conversation_id=run.conversation_id,
@@ -144,13 +153,6 @@ def record_model_call(
         else:
             Run.objects.filter(pk=run.pk).update(cost=Coalesce(F("cost"), Value(Decimal(0))) + cost)
             run.cost = (run.cost or Decimal(0)) + cost
-        charge_budgets(
-            user_id=user_id,
-            profile_id=run.profile_id,
-            tokens=usage.prompt_tokens + usage.completion_tokens,
-            cost=cost,
-            run=run,
-        )
     return call
 
 
