@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import docs, events, fallback, views
+from . import docs, events, fallback, usage, views
 
 app_name = "conversations"
 
@@ -38,6 +38,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
     path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
+    path("usage/", usage.UsageView.as_view(), name="usage"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),
     path("docs/", docs.DocsView.as_view(), name="docs"),
     # Last: whatever else is under the mount (an unknown path, a malformed id,

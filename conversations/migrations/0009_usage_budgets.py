@@ -75,7 +75,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('provider', models.CharField(blank=True, max_length=100)),
-                ('model', models.CharField(blank=True, max_length=200)),
+                ('model', models.CharField(blank=True, help_text="The model asked for (the answering model's name is on the message).", max_length=200)),
                 ('started_at', models.DateTimeField(help_text='When the call was allowed to start.')),
                 ('recorded_at', models.DateTimeField(auto_now_add=True)),
                 ('latency_ms', models.PositiveIntegerField(blank=True, null=True)),
@@ -94,7 +94,7 @@ class Migration(migrations.Migration):
                 ('cost', models.DecimalField(blank=True, decimal_places=9, help_text='Empty when a price the call needed was unknown (never 0 for unknown).', max_digits=18, null=True)),
             ],
             options={
-                'ordering': ['-started_at'],
+                'ordering': ['-started_at'], 'permissions': [('view_all_usage', 'Can view the usage of every user')],
             },
         ),
         migrations.RemoveConstraint(

@@ -21,10 +21,6 @@ PRICE_FIELDS = (
 """The price snapshot a model call keeps (same names as on ``LanguageModel``)."""
 
 
-def _price() -> models.DecimalField[object, object]:
-    return models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
-
-
 class ModelCall(models.Model):
     """One request sent to a provider, successful or not, with what it cost."""
 
@@ -56,7 +52,11 @@ class ModelCall(models.Model):
         help_text="The assistant message the call produced (empty when it failed).",
     )
     provider = models.CharField(max_length=100, blank=True)
-    model = models.CharField(max_length=200, blank=True)
+    model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The model asked for (the answering model's name is on the message).",
+    )
     started_at = models.DateTimeField(help_text="When the call was allowed to start.")
     recorded_at = models.DateTimeField(auto_now_add=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
@@ -69,10 +69,18 @@ class ModelCall(models.Model):
     reasoning_tokens = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=8, choices=Status.choices)
     error_code = models.CharField(max_length=100, blank=True)
-    input_price_per_million = _price()
-    cached_input_price_per_million = _price()
-    output_price_per_million = _price()
-    reasoning_price_per_million = _price()
+    input_price_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True
+    )
+    cached_input_price_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True
+    )
+    output_price_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True
+    )
+    reasoning_price_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True
+    )
     currency = models.CharField(max_length=3)
     cost = models.DecimalField(
         max_digits=18,
@@ -84,6 +92,7 @@ class ModelCall(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+        permissions = [("view_all_usage", "Can view the usage of every user")]
         indexes = [
             models.Index(fields=["started_at"], name="conversations_mcall_at_idx"),
             models.Index(fields=["user", "started_at"], name="conversations_mcall_user_idx"),

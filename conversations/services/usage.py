@@ -131,7 +131,9 @@ def record_model_call(
             profile=profile,
             message=message,
             provider=run.provider,
-            model=model or run.model,
+            # The model asked for (what prices and totals are about); the one that
+            # answered is on the message.
+            model=run.model or model,
             started_at=started_at,
             latency_ms=latency_ms,
             prompt_tokens=usage.prompt_tokens,

@@ -100,6 +100,7 @@ def test_the_schema_names_status_enums_once(schema):
         "failed",
         "interrupted",
         "cancelled",
+        "budget_exhausted",
     ]
     assert "pending" in components["ToolCallStatus"]["enum"]
 

@@ -118,7 +118,8 @@ def test_every_call_of_a_run_is_recorded_with_its_message_and_cost(
     assert first.status == second.status == ModelCall.Status.OK
     assert first.message.tool_calls.get().call_id == "c1"
     assert second.message.content == "3"
-    assert second.model == "demo-model-2026"
+    assert second.model == "demo-model"  # asked for; the message keeps who answered
+    assert second.message.model == "demo-model-2026"
     assert first.user == demo_conversation.owner
     assert first.profile == profile
     assert first.conversation_id == demo_conversation.pk
