@@ -47,6 +47,7 @@ from conversations.providers.base import ChatProvider, CompletionOptions
 from conversations.selectors import available_tools, history_for_provider
 from conversations.tools import Tool
 
+from . import tracing
 from .budgets import check_budgets
 from .messages import MessageDetails, append_messages
 from .providers import build_provider, completion_options
@@ -130,7 +131,14 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
-    with Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3):
+    with (
+        Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3),
+        tracing.agent_span(
+            profile=profile.slug if profile else "",
+            conversation_id=run.conversation_id,
+            provider=run.provider,
+        ),
+    ):
         return _drive(run, provider, profile, request)
 
 
@@ -218,7 +226,14 @@ def _ask(
     started_at = check_budgets(run=run)
     started = time.monotonic()
     try:
-        response = provider.complete(history, tools=specs, options=options)
+        with tracing.chat_span(
+            provider=run.provider,
+            model=options.model or run.model,
+            conversation_id=run.conversation_id,
+            messages=history,
+        ) as span:
+            response = provider.complete(history, tools=specs, options=options)
+            span.answered(response)
     except Exception as exc:
         code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
         elapsed = int((time.monotonic() - started) * 1000)
@@ -308,7 +323,12 @@ def _run_calls(
         elif watch.cancelled():
             ordered.append(cancelled_call(row=row))
         else:
-            ordered.append(execute_call(run=run, row=row, tool=tools[row.name]))
+            with tracing.tool_span(
+                name=row.name, call_id=row.call_id, arguments=row.arguments
+            ) as span:
+                outcome = execute_call(run=run, row=row, tool=tools[row.name])
+                span.finished(status=outcome.status, result=outcome.content)
+            ordered.append(outcome)
     persist_outcomes(run=run, outcomes=ordered)
     for outcome in ordered:
         signals.tool_call_finished.send(
