@@ -36,7 +36,7 @@ class UsageQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of the usage totals."""
 
     group_by = serializers.ChoiceField(choices=["day", "model", "profile"], default="day")
-    # ``from`` is a keyword: the field is renamed on the way in and in the schema.
+    # ``from`` is a keyword: the field is renamed in get_fields (input and schema).
     from_ = serializers.DateField(
         required=False, help_text=f"First day (UTC), inclusive; default {DEFAULT_DAYS} days back."
     )
@@ -87,17 +87,17 @@ class UsageReportSerializer(serializers.Serializer[Any]):
     """Usage totals between two days."""
 
     group_by = serializers.CharField()
-    start = serializers.DateField(source="from")
+    start = serializers.DateField()  # published as ``from`` (see get_fields)
     to = serializers.DateField()
     user = serializers.CharField(help_text="The user's id, or `all`.")
     currency = serializers.CharField()
     total = UsageRowSerializer()
     groups = UsageRowSerializer(many=True)
 
-    def to_representation(self, instance: Any) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        data["from"] = data.pop("start")
-        return dict(data)
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["from"] = fields.pop("start")
+        return fields
 
 
 class UsageView(ConversationsAPIView):

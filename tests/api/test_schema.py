@@ -47,6 +47,7 @@ OPERATIONS = {
     ("/api/runs/{run_id}/cancel/", "post"): {"202", "401", "403", "404", "409"},
     ("/api/tools/", "get"): {"200", "401", "403"},
     ("/api/profiles/", "get"): {"200", "401", "403"},
+    ("/api/usage/", "get"): {"200", "400", "401", "403"},
 }
 
 WITHOUT_BODY = {("/api/runs/{run_id}/cancel/", "post")}
