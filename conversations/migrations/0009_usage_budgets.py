@@ -156,7 +156,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='modelcall',
             name='conversation',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='model_calls', to='conversations.conversation'),
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='model_calls', to='conversations.conversation'),
         ),
         migrations.AddField(
             model_name='modelcall',
@@ -171,7 +171,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='modelcall',
             name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='model_calls', to='conversations.run'),
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='model_calls', to='conversations.run'),
         ),
         migrations.AddField(
             model_name='modelcall',

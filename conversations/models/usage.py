@@ -28,9 +28,17 @@ class ModelCall(models.Model):
         OK = "ok", "OK"
         ERROR = "error", "Error"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
+    # The ledger outlives the transcript: deleting a conversation must not
+    # erase what its calls cost (nor refund a budget: counters are separate).
+    run = models.ForeignKey(
+        Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="model_calls"
+    )
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="model_calls"
+        Conversation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="model_calls",
     )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,

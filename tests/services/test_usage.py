@@ -190,3 +190,18 @@ def test_a_failed_provider_call_is_recorded_with_its_error_code(demo_conversatio
     assert call.prompt_tokens == call.completion_tokens == 0
     assert call.cost == D("0")
     assert call.input_price_per_million == D("2")
+
+
+@pytest.mark.django_db
+def test_deleting_a_conversation_keeps_its_spending(demo_conversation, priced, user):
+    from conversations.models import Budget, BudgetCounter
+    from conversations.services import delete_conversation
+
+    Budget.objects.create(name="cap", scope="user", user=user, period="total", token_limit=10**6)
+    provider = ScriptedProvider([scripted_text("hi", usage=Usage(prompt_tokens=1_000_000))])
+    run_tool_loop(conversation=demo_conversation, content="hi", provider=provider)
+    delete_conversation(conversation=demo_conversation)
+    call = ModelCall.objects.get()
+    assert (call.run, call.conversation, call.message) == (None, None, None)
+    assert (call.user, call.cost) == (user, D("2"))
+    assert BudgetCounter.objects.get().tokens == 1_000_000
