@@ -118,7 +118,7 @@ class RunEventStream:
         floor = max(self.after, 0) // STRIDE
         messages = list(
             Message.objects.filter(run_id=self.run_id, position__gte=floor)
-            .select_related("tool_call")
+            .select_related("tool_call", "model_call")
             .prefetch_related("tool_calls")
             .order_by("position")
         )
