@@ -204,7 +204,7 @@ def test_the_database_refuses_malformed_budgets(fields, rule):
 # Concurrency (PostgreSQL: real row locks) ---------------------------------------------------
 
 RUNS = 10
-LIMIT = 30  # tokens: three calls of ten
+LIMIT = 150  # tokens: fifteen calls of ten, of the fifty the runs would make
 
 
 @pytest.mark.postgres
@@ -220,7 +220,8 @@ def test_concurrent_runs_never_start_a_call_after_the_limit_was_reached(
 
     def body(n):
         try:
-            provider = ScriptedProvider([add_call(f"c{n}"), add_call(f"d{n}"), text()])
+            rounds = [add_call(f"c{n}-{i}") for i in range(profile.max_iterations)]
+            provider = ScriptedProvider([*rounds, text()])
             barrier.wait()
             run_tool_loop(conversation=conversations[n], content="go", provider=provider)
         except BaseException as exc:  # handed to the main thread
