@@ -253,3 +253,27 @@ def test_concurrent_runs_never_start_a_call_after_the_limit_was_reached(
 
     for conversation in conversations:
         assert_every_adapter_accepts(get_history(conversation=conversation))
+
+
+@pytest.mark.django_db
+def test_the_queries_of_a_run_do_not_grow_with_the_number_of_budgets(demo_conversation, user):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries_of_one_run():
+        with CaptureQueriesContext(connection) as captured:
+            run = run_tool_loop(
+                conversation=demo_conversation, content="hi", provider=ScriptedProvider([text()])
+            )
+        assert run.status == Run.Status.COMPLETED
+        return len(captured)
+
+    Budget.objects.create(name="b0", scope="user", user=user, period="day", token_limit=10**9)
+    queries_of_one_run()  # the counters exist from now on
+    one = queries_of_one_run()
+    for n in range(1, 5):
+        Budget.objects.create(
+            name=f"b{n}", scope="global", period="month", cost_limit=Decimal(10**6)
+        )
+    queries_of_one_run()
+    assert queries_of_one_run() == one
