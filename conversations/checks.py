@@ -78,6 +78,19 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 "CONVERSATIONS['HTTP_TIMEOUT'] must be a positive number.", id="conversations.E004"
             )
         )
+    currency = conf.CURRENCY
+    if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
+        messages.append(
+            Error(
+                f"CONVERSATIONS['CURRENCY'] must be a three-letter ISO 4217 code, got {currency!r}.",
+                hint='For example "USD" or "EUR"; every price and cost is in it.',
+                id="conversations.E007",
+            )
+        )
+    if not isinstance(conf.TRACE_CONTENT, bool):
+        messages.append(
+            Error("CONVERSATIONS['TRACE_CONTENT'] must be True or False.", id="conversations.E008")
+        )
     try:
         from django.utils.module_loading import import_string
 

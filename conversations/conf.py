@@ -49,6 +49,10 @@ class ConversationsSettings:
     """A tool call approval still pending after this long is rejected (``None``: never)."""
     HTTP_MAX_RETRIES: int = 2
     """Default retries on 429/5xx/connection errors (a provider record may override it)."""
+    CURRENCY: str = "USD"
+    """ISO 4217 code of every price and cost (prices on language models, budgets' cost limits)."""
+    TRACE_CONTENT: bool = False
+    """OpenTelemetry spans carry message content and tool arguments/results only when true."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}

@@ -14,6 +14,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── RunNotRunning                       the run has already ended (cancel too late)
     ├── RunAlreadyClaimed                   another process already executes the run
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
+    ├── BudgetExceeded                      a blocking budget is used up (``budget``, ``resets_at``)
     └── ProviderError                       talking to a model provider failed
         ├── ProviderConnectionError         no answer (DNS, refused, reset)
         │   └── ProviderTimeout             the answer took too long
@@ -28,10 +29,13 @@ Messages never contain secrets: provider errors carry a redacted, truncated body
 
 from __future__ import annotations
 
+from datetime import datetime
+
 __all__ = [
     "ApprovalAlreadyDecided",
     "ApprovalForbidden",
     "ApprovalPending",
+    "BudgetExceeded",
     "ConfigurationError",
     "ConversationBusy",
     "ConversationsError",
@@ -138,6 +142,21 @@ class ExecutorUnavailable(ConversationsError):
     """The run could not be handed to the task queue (the ``celery`` executor)."""
 
     code = "executor_unavailable"
+
+
+class BudgetExceeded(ConversationsError):
+    """A blocking budget is used up for its period; no further model call may start.
+
+    ``budget`` is its name, ``resets_at`` when its period ends (a timezone-aware
+    ``datetime``; ``None`` for a ``total`` budget, which never resets).
+    """
+
+    code = "budget_exceeded"
+
+    def __init__(self, message: str, *, budget: str, resets_at: datetime | None) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.resets_at = resets_at
 
 
 class ProviderError(ConversationsError):

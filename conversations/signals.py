@@ -12,6 +12,9 @@ All are sent synchronously by the tool loop, outside any transaction:
 - ``approval_decided(sender=ToolApproval model, approval, run)``: a decision
   was stored (``approval.decided_by`` is empty when the system decided: a
   timeout or a cancellation).
+- ``budget_warning(sender=Budget model, budget, run, period_start)``: a ``warn``
+  budget reached its limit; sent once per period, after the call that reached
+  it was committed.
 
 A receiver that raises propagates the exception (Django's ``send``); use
 ``send_robust`` semantics in your receiver if it must never interfere.
@@ -24,3 +27,4 @@ tool_call_finished = Signal()
 run_finished = Signal()
 approval_requested = Signal()
 approval_decided = Signal()
+budget_warning = Signal()

@@ -3,9 +3,10 @@
 ``history`` registers conversations and runs, ``records`` single tool calls
 and messages (view-only, actions through services); ``config`` registers
 providers, language models, profiles and the tool switches; ``approvals`` is
-the inbox of tool calls waiting for a human decision.
+the inbox of tool calls waiting for a human decision; ``usage`` the
+model-call ledger, budgets and the usage page.
 """
 
-from . import approvals, config, history, records
+from . import approvals, config, history, records, usage
 
-__all__ = ["approvals", "config", "history", "records"]
+__all__ = ["approvals", "config", "history", "records", "usage"]

@@ -134,7 +134,9 @@ class LanguageModelForm(forms.ModelForm):
             "context_window",
             "max_output_tokens",
             "input_price_per_million",
+            "cached_input_price_per_million",
             "output_price_per_million",
+            "reasoning_price_per_million",
             "sampling_parameters",
             "is_active",
         )

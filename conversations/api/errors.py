@@ -17,12 +17,15 @@ Exceptions this module does not know are not caught.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Final
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
+from django.utils import timezone
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -31,6 +34,7 @@ from rest_framework.views import set_rollback
 from conversations.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalForbidden,
+    BudgetExceeded,
     ConfigurationError,
     ConversationBusy,
     ConversationsError,
@@ -66,6 +70,7 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (RunAlreadyClaimed, status.HTTP_409_CONFLICT),
     (ApprovalAlreadyDecided, status.HTTP_409_CONFLICT),
     (ApprovalForbidden, status.HTTP_403_FORBIDDEN),
+    (BudgetExceeded, status.HTTP_429_TOO_MANY_REQUESTS),
     # The server is set up wrongly (a key reference that does not resolve, no
     # profile): not the client's fault, and not a bug (500) either.
     (ConfigurationError, status.HTTP_503_SERVICE_UNAVAILABLE),
@@ -202,6 +207,11 @@ def _api_exception_detail(exc: exceptions.APIException) -> str:
     return str(exc.detail) if isinstance(exc.detail, str) else str(exc.default_detail)
 
 
+def _seconds_until(moment: datetime) -> int:
+    """Whole seconds from now until ``moment`` (at least 1: the client must wait)."""
+    return max(1, math.ceil((moment - timezone.now()).total_seconds()))
+
+
 def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | None:
     """Turn a known exception into the one error shape; ``None`` for anything else."""
     if isinstance(exc, Http404):
@@ -238,6 +248,8 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
             )
         if isinstance(exc, ProviderRateLimited) and exc.retry_after is not None:
             headers["Retry-After"] = str(int(exc.retry_after))
+        if isinstance(exc, BudgetExceeded) and exc.resets_at is not None:
+            headers["Retry-After"] = str(_seconds_until(exc.resets_at))
         code, body = mapped, error_body(exc.code, exc.detail, errors)
     else:
         return None

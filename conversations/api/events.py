@@ -158,7 +158,7 @@ class RunEventStream:
         calls = ToolCall.objects.select_related("approval")
         messages = list(
             Message.objects.filter(run_id=self.run_id, position__gte=floor)
-            .select_related("tool_call")
+            .select_related("tool_call", "model_call")
             .prefetch_related(Prefetch("tool_calls", queryset=calls))
             .order_by("position")
         )

@@ -233,6 +233,14 @@ class MessageSerializer(serializers.Serializer[Any]):
     finish_reason = serializers.CharField(allow_null=True)
     usage = serializers.SerializerMethodField()
     latency_ms = serializers.IntegerField(allow_null=True)
+    cost = serializers.DecimalField(
+        source="model_call.cost",
+        max_digits=18,
+        decimal_places=9,
+        allow_null=True,
+        help_text="On an assistant message: what the model call that produced it cost, in "
+        "the app's currency (null when its price is unknown).",
+    )
 
     @extend_schema_field(UsageSerializer(allow_null=True))
     def get_usage(self, obj: Message) -> dict[str, int | None] | None:
@@ -241,7 +249,7 @@ class MessageSerializer(serializers.Serializer[Any]):
     def to_representation(self, instance: Message) -> dict[str, Any]:
         data = super().to_representation(instance)
         if instance.role != Message.Role.ASSISTANT:
-            data.update(model=None, finish_reason=None, usage=None, latency_ms=None)
+            data.update(model=None, finish_reason=None, usage=None, latency_ms=None, cost=None)
         return data
 
 
@@ -314,6 +322,20 @@ class RunSerializer(serializers.Serializer[Any]):
     )
     final_content = serializers.CharField()
     tool_calls = serializers.SerializerMethodField()
+    cost = serializers.DecimalField(
+        max_digits=18,
+        decimal_places=9,
+        allow_null=True,
+        help_text="Sum of the run's priced model calls (null while none had a known price).",
+    )
+    unpriced_calls = serializers.IntegerField(
+        help_text="Model calls of the run whose price was unknown (not in `cost`)."
+    )
+    currency = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.CharField())
+    def get_currency(self, obj: Run) -> str:
+        return app_settings().CURRENCY
 
     @extend_schema_field(UsageSerializer)
     def get_usage(self, obj: Run) -> dict[str, int | None]:

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import approvals, docs, events, fallback, views
+from . import approvals, docs, events, fallback, usage, views
 
 app_name = "conversations"
 
@@ -49,6 +49,7 @@ urlpatterns = [
     ),
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
     path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
+    path("usage/", usage.UsageView.as_view(), name="usage"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),
     path("docs/", docs.DocsView.as_view(), name="docs"),
     # Last: whatever else is under the mount (an unknown path, a malformed id,

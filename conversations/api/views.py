@@ -20,6 +20,7 @@ from conversations import selectors
 from conversations.models import Run
 from conversations.services import cancel_run, create_conversation, submit_message, uses_workers
 from conversations.services import conversations as operations
+from conversations.services.budgets import ensure_within_budgets
 
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_body, error_item, status_for_code
@@ -247,7 +248,8 @@ class ConversationMessagesView(ConversationsAPIView):
             "worker and the answer is 202 with the run (`running`), the messages stored so "
             "far, the run's `url` (also in `Location`) and its `events` stream "
             "(`GET /runs/{id}/events/`, Server-Sent Events); 503 `executor_unavailable` "
-            "when the task queue refused the run."
+            "when the task queue refused the run.\n\n"
+            "A budget used up during the run ends it `budget_exhausted` (201 with the run)."
         ),
         request=MessageInputSerializer,
         parameters=[CREATED_LOCATION],
@@ -261,7 +263,11 @@ class ConversationMessagesView(ConversationsAPIView):
             404: ERR_404,
             409: ERR_409,
             413: _error("The content is larger than allowed (`content_too_large`)."),
-            429: _error("Too many messages; see `Retry-After` (`throttled`)."),
+            429: _error(
+                "Too many messages (`throttled`), or a blocking budget is used up "
+                "(`budget_exceeded`, no run started); see `Retry-After` (absent when the "
+                "budget never resets)."
+            ),
             502: OpenApiResponse(RunFailureSerializer, description="The provider failed."),
             503: OpenApiResponse(
                 RunFailureSerializer,
@@ -279,6 +285,9 @@ class ConversationMessagesView(ConversationsAPIView):
         conversation = self.get_conversation(conversation_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        ensure_within_budgets(
+            user=request.user, profile=conversation.profile or selectors.get_default_profile()
+        )
         queued = uses_workers()
         with blame_configuration():
             run = submit_message(

@@ -12,7 +12,8 @@ cross-row rules are checked on insert and stay true that way.
 
 Split by concern: ``constraints`` (the expressions the checks are built
 from), ``config`` (providers, language models, profiles, tool switches) and
-``transcript`` (conversations, messages, tool calls, runs). Everything is
+``transcript`` (conversations, messages, tool calls, runs) and ``usage``
+(the model-call ledger, budgets and their per-period counters). Everything is
 importable from here, which is also where migrations find ``JSONTypeOf``.
 """
 
@@ -28,16 +29,20 @@ from .transcript import (
     ToolCall,
     ToolCallStatus,
 )
+from .usage import Budget, BudgetCounter, ModelCall
 
 __all__ = [
     "BUSY_RUN_STATUSES",
     "ApprovalDecision",
     "ApprovalLevel",
     "ApprovalPolicy",
+    "Budget",
+    "BudgetCounter",
     "Conversation",
     "JSONTypeOf",
     "LanguageModel",
     "Message",
+    "ModelCall",
     "Profile",
     "Provider",
     "Run",

@@ -31,7 +31,7 @@ class ApprovalDecision(models.TextChoices):
 class ToolApproval(models.Model):
     """The decision one tool call waits for, bound to the call's exact arguments.
 
-    Database rules (migration ``0008_approvals``): a call with an approval that
+    Database rules (migration ``0007_approvals``): a call with an approval that
     is pending or rejected cannot become ``running`` or ``succeeded``, and a
     decided approval never changes.
     """

@@ -91,6 +91,20 @@ class LanguageModel(models.Model):
     output_price_per_million = models.DecimalField(
         max_digits=12, decimal_places=6, null=True, blank=True
     )
+    cached_input_price_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="Empty = the input price.",
+    )
+    reasoning_price_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="Empty = the output price.",
+    )
     sampling_parameters = models.JSONField(
         null=True,
         blank=True,
@@ -111,7 +125,12 @@ class LanguageModel(models.Model):
                 name="conversations_languagemodel_model_id_not_empty",
             ),
             models.CheckConstraint(
-                condition=non_negative("input_price_per_million", "output_price_per_million"),
+                condition=non_negative(
+                    "input_price_per_million",
+                    "output_price_per_million",
+                    "cached_input_price_per_million",
+                    "reasoning_price_per_million",
+                ),
                 name="conversations_languagemodel_prices_non_negative",
             ),
             models.CheckConstraint(

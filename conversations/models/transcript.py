@@ -48,6 +48,7 @@ class RunStatus(models.TextChoices):
     INTERRUPTED = "interrupted", "Interrupted"
     CANCELLED = "cancelled", "Cancelled"
     AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    BUDGET_EXHAUSTED = "budget_exhausted", "Stopped by a budget"
 
 
 BUSY_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
@@ -284,6 +285,16 @@ class Run(models.Model):
     )
     final_content = models.TextField(
         blank=True, help_text="The text of the run's last assistant answer, if it ended with one."
+    )
+    cost = models.DecimalField(
+        max_digits=18,
+        decimal_places=9,
+        null=True,
+        blank=True,
+        help_text="Sum of its priced model calls; empty while none had a price.",
+    )
+    unpriced_calls = models.PositiveIntegerField(
+        default=0, help_text="Model calls of the run whose price was unknown."
     )
 
     class Meta:

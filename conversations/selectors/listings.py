@@ -106,8 +106,8 @@ def conversations_with_summary(*, conversations: QuerySet[Conversation]) -> Quer
 
 
 def with_tool_calls(*, messages: QuerySet[Message]) -> QuerySet[Message]:
-    """Messages with the call each answers and the calls each makes, in two extra queries."""
-    return messages.select_related("tool_call").prefetch_related(
+    """Messages with the call each answers, the calls each makes and their model call's cost."""
+    return messages.select_related("tool_call", "model_call").prefetch_related(
         Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index"))
     )
 

@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import F
@@ -35,6 +36,7 @@ from conversations import signals
 from conversations.conf import app_settings
 from conversations.domain import ChatMessage, CompletionResponse, ToolSpec, Usage
 from conversations.exceptions import (
+    BudgetExceeded,
     ConfigurationError,
     ConversationsError,
     ProviderError,
@@ -47,7 +49,9 @@ from conversations.providers.base import ChatProvider, CompletionOptions
 from conversations.selectors import available_tools, history_for_provider
 from conversations.tools import Tool
 
+from . import tracing
 from .approvals import approval_levels, held_calls, hold_turn, send_requested
+from .budgets import check_budgets
 from .messages import MessageDetails, append_messages
 from .providers import build_provider, completion_options
 from .runs import (
@@ -67,6 +71,7 @@ from .tool_calls import (
     persist_outcomes,
     reject_call,
 )
+from .usage import record_failed_call, record_model_call
 
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
 
@@ -129,7 +134,14 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
-    with Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3):
+    with (
+        Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3),
+        tracing.agent_span(
+            profile=profile.slug if profile else "",
+            conversation_id=run.conversation_id,
+            provider=run.provider,
+        ),
+    ):
         return _drive(run, provider, profile, request)
 
 
@@ -174,9 +186,9 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         history = history_for_provider(conversation=run.conversation, profile=profile)
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
-            response, latency_ms = _ask(provider, history, specs, options)
+            response, started_at, latency_ms = _ask(run, provider, history, specs, options)
             checked, approvals = _persist_turn(
-                run, response, latency_ms, counts_as_round=True, request=request
+                run, response, started_at, latency_ms, counts_as_round=True, request=request
             )
             if approvals:
                 send_requested(run=run, approvals=approvals)
@@ -192,10 +204,11 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         # Every round asked for tools: one more call, with none offered, for the answer.
         watch.raise_if_cancelled()
         final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
-        response, latency_ms = _ask(provider, history, [], final_options)
+        response, started_at, latency_ms = _ask(run, provider, history, [], final_options)
         checked, _ = _persist_turn(
             run,
             response,
+            started_at,
             latency_ms,
             counts_as_round=False,
             request=dataclasses.replace(request, tools={}, approvals={}),
@@ -211,6 +224,13 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         )
     except RunCancelled:
         return finish_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
+    except BudgetExceeded as exc:
+        return finish_run(
+            run=run,
+            status=Run.Status.BUDGET_EXHAUSTED,
+            error_code=exc.code,
+            error_message=exc.detail,
+        )
     except BaseException as exc:
         # Not swallowed: record the failure so the conversation stays usable, then re-raise.
         finish_run_after_error(run=run, exc=exc)
@@ -218,19 +238,36 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
 
 
 def _ask(
+    run: Run,
     provider: ChatProvider,
     history: Sequence[ChatMessage],
     specs: Sequence[ToolSpec],
     options: CompletionOptions,
-) -> tuple[CompletionResponse, int]:
+) -> tuple[CompletionResponse, datetime, int]:
+    """One provider request, after the budgets allowed it; a failed one is recorded as such."""
+    started_at = check_budgets(run=run)
     started = time.monotonic()
-    response = provider.complete(history, tools=specs, options=options)
-    return response, int((time.monotonic() - started) * 1000)
+    try:
+        with tracing.chat_span(
+            provider=run.provider,
+            model=options.model or run.model,
+            conversation_id=run.conversation_id,
+            messages=history,
+        ) as span:
+            response = provider.complete(history, tools=specs, options=options)
+            span.answered(response)
+    except Exception as exc:
+        code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
+        elapsed = int((time.monotonic() - started) * 1000)
+        record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
+        raise
+    return response, started_at, int((time.monotonic() - started) * 1000)
 
 
 def _persist_turn(
     run: Run,
     response: CompletionResponse,
+    started_at: datetime,
     latency_ms: int,
     *,
     counts_as_round: bool,
@@ -257,6 +294,14 @@ def _persist_turn(
         )
         # append_messages hands the inserted calls over as the prefetched relation.
         rows = list(message.tool_calls.all()) if response.has_tool_calls else []
+        record_model_call(
+            run=run,
+            started_at=started_at,
+            latency_ms=latency_ms,
+            usage=usage,
+            model=response.model,
+            message=message,
+        )
         checked = [(row, check_call(row=row, tools=request.tools)) for row in rows]
         runnable = [row for row, rejection in checked if rejection is None]
         # Only calls that could run need a decision; refused ones are answered on resume.
@@ -312,7 +357,12 @@ def _run_calls(
         elif watch.cancelled():
             ordered.append(cancelled_call(row=row))
         else:
-            ordered.append(execute_call(run=run, row=row, tool=tools[row.name]))
+            with tracing.tool_span(
+                name=row.name, call_id=row.call_id, arguments=row.arguments
+            ) as span:
+                outcome = execute_call(run=run, row=row, tool=tools[row.name])
+                span.finished(status=outcome.status, result=outcome.content)
+            ordered.append(outcome)
     persist_outcomes(run=run, outcomes=ordered)
     for outcome in ordered:
         signals.tool_call_finished.send(

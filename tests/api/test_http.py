@@ -37,7 +37,7 @@ def own_ids(history, demo_conversation) -> dict[str, str]:
 
 
 def test_the_routes_cover_the_whole_api():
-    assert len(ROUTES) == 16
+    assert len(ROUTES) == 17
     assert {p.name for p in ROUTES} >= {"conversation-list", "conversation-import", "docs"}
 
 

@@ -76,6 +76,7 @@ def test_history_has_every_field(api, history, demo_conversation):
         "finish_reason",
         "usage",
         "latency_ms",
+        "cost",
     }
 
 

@@ -67,6 +67,7 @@ OPERATIONS = {
         "409",
         "503",
     },
+    ("/api/usage/", "get"): {"200", "400", "401", "403"},
 }
 
 WITHOUT_BODY = {
@@ -142,6 +143,7 @@ def test_the_schema_names_status_enums_once(schema):
         "interrupted",
         "cancelled",
         "awaiting_approval",
+        "budget_exhausted",
     ]
     assert "pending" in components["ToolCallStatus"]["enum"]
     assert "awaiting_approval" in components["ToolCallStatus"]["enum"]

@@ -1,0 +1,180 @@
+"""Usage in the admin: the model-call ledger, the budgets, and a usage page with charts.
+
+The charts are SVG rendered on the server (no script, no CDN), so the page
+works offline and in every browser the admin supports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from conversations.conf import app_settings
+from conversations.models import Budget, ModelCall
+from conversations.selectors.usage import UsageRow, usage_calls, usage_totals
+from conversations.services.budgets import budget_statuses
+
+from .display import ReadOnlyAdmin, object_link
+
+__all__ = ["BudgetAdmin", "ModelCallAdmin", "daily_bars"]
+
+CHART_DAYS = 30
+TOP = 10
+CHART_WIDTH, CHART_HEIGHT, LABEL_SPACE = 600, 120, 16
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One bar of a daily chart, in SVG user units."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+    title: str
+    label: str
+
+
+def daily_bars(values: list[tuple[date, Decimal | int]], *, unit: str = "") -> list[Bar]:
+    """Bars for one value per day, scaled to the largest (every day gets a slot)."""
+    if not values:
+        return []
+    largest = max((value for _day, value in values), default=0) or 1
+    slot = CHART_WIDTH / len(values)
+    bars = []
+    for index, (day, value) in enumerate(values):
+        height = float(value) / float(largest) * (CHART_HEIGHT - LABEL_SPACE)
+        label = day.strftime("%d") if index % 5 == 0 or index == len(values) - 1 else ""
+        bars.append(
+            Bar(
+                x=round(index * slot + 1, 2),
+                y=round(CHART_HEIGHT - LABEL_SPACE - height, 2),
+                width=round(max(slot - 2, 1), 2),
+                height=round(height, 2),
+                title=f"{day.isoformat()}: {value}{unit}",
+                label=label,
+            )
+        )
+    return bars
+
+
+def _days(rows: list[UsageRow], first: date) -> list[tuple[date, UsageRow | None]]:
+    by_day = {row.key: row for row in rows}
+    days = [first + timedelta(days=n) for n in range(CHART_DAYS)]
+    return [(day, by_day.get(day.isoformat())) for day in days]
+
+
+@admin.register(ModelCall)
+class ModelCallAdmin(ReadOnlyAdmin):
+    """Every request sent to a provider: tokens, latency, the prices it was charged at, cost."""
+
+    change_list_template = "conversations/admin/modelcall_change_list.html"
+    list_display = (
+        "started_at",
+        "status",
+        "error_code",
+        "model",
+        "profile",
+        "user",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "latency_ms",
+        "run_link",
+    )
+    list_select_related = ("profile", "user", "run")
+    list_filter = ("status", "model", "profile", "user", "started_at")
+    date_hierarchy = "started_at"
+
+    @admin.display(description="Run")
+    def run_link(self, obj: ModelCall) -> str:
+        return object_link(obj.run, text="run")
+
+    def get_urls(self) -> list[URLPattern]:
+        usage = path(
+            "usage/",
+            self.admin_site.admin_view(self.usage_view),
+            name="conversations_modelcall_usage",
+        )
+        return [usage, *super().get_urls()]
+
+    def usage_view(self, request: HttpRequest) -> HttpResponse:
+        """Cost and tokens per day for the last 30 days, top models/profiles/users, budgets."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        now = datetime.now(UTC)
+        first = now.date() - timedelta(days=CHART_DAYS - 1)
+        calls = usage_calls(user=None, since=first, until=now.date())
+        total, per_day = usage_totals(calls=calls, group_by="day")
+        days = _days(per_day, first)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Model usage",
+            "opts": self.model._meta,
+            "currency": app_settings().CURRENCY,
+            "first": first,
+            "last": now.date(),
+            "total": total,
+            "chart": {"width": CHART_WIDTH, "height": CHART_HEIGHT},
+            "cost_bars": daily_bars(
+                [(day, (row.cost or Decimal(0)) if row else Decimal(0)) for day, row in days]
+            ),
+            "token_bars": daily_bars(
+                [(day, row.total_tokens if row else 0) for day, row in days], unit=" tokens"
+            ),
+            "tops": [
+                ("Models", self._top(calls, "model")),
+                ("Profiles", self._top(calls, "profile")),
+                ("Users", self._top(calls, "user")),
+            ],
+            "budgets": budget_statuses(now=now),
+        }
+        return TemplateResponse(request, "conversations/admin/usage.html", context)
+
+    @staticmethod
+    def _top(calls: Any, group_by: str) -> list[tuple[UsageRow, str]]:
+        _total, rows = usage_totals(calls=calls, group_by=group_by, order_by_cost=True)
+        runs = reverse("admin:conversations_run_changelist")
+        model_calls = reverse("admin:conversations_modelcall_changelist")
+        linked = []
+        for row in rows[:TOP]:
+            if group_by == "model":
+                url = f"{runs}?{urlencode({'q': row.key or ''})}"
+            elif group_by == "profile" and row.ref is not None:
+                url = f"{runs}?{urlencode({'profile__id__exact': row.ref})}"
+            elif group_by == "user" and row.ref is not None:
+                url = f"{model_calls}?{urlencode({'user__id__exact': row.ref})}"
+            else:
+                url = ""
+            linked.append((row, url))
+        return linked
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    """Limits on tokens and cost per period; ``block`` stops further calls, ``warn`` signals."""
+
+    list_display = (
+        "name",
+        "scope",
+        "user",
+        "profile",
+        "period",
+        "token_limit",
+        "cost_limit",
+        "action",
+        "is_active",
+    )
+    list_filter = ("scope", "period", "action", "is_active")
+    search_fields = ("name",)
+    autocomplete_fields = ("profile",)
+    raw_id_fields = ("user",)

@@ -1,0 +1,180 @@
+"""OpenTelemetry spans and metrics for runs, model calls and tools (the optional ``otel`` extra).
+
+Names and attributes follow the OpenTelemetry GenAI semantic conventions:
+``invoke_agent {profile}`` per run, ``chat {model}`` per model call and
+``execute_tool {name}`` per tool call, plus the histograms
+``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``.
+Spans go to whatever tracer and meter providers the host configured; with
+none, OpenTelemetry's defaults drop them.
+
+Message content, tool arguments and tool results are recorded only when
+``CONVERSATIONS["TRACE_CONTENT"]`` is true: they may hold personal data.
+
+Without ``opentelemetry-api`` installed, every function here returns a span
+that does nothing, and no OpenTelemetry module is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from conversations.conf import app_settings
+from conversations.domain import ChatMessage, CompletionResponse
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+try:
+    from opentelemetry import metrics, trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError:  # the extra is not installed: every span is a no-op
+    trace = None  # type: ignore[assignment]
+    metrics = None  # type: ignore[assignment]
+
+__all__ = ["ENABLED", "CallSpan", "ToolSpan", "agent_span", "chat_span", "tool_span"]
+
+ENABLED = trace is not None
+"""Whether ``opentelemetry-api`` is importable (then spans are emitted)."""
+
+INSTRUMENTATION = "conversations"
+
+
+def _content_on() -> bool:
+    return app_settings().TRACE_CONTENT
+
+
+def _messages_json(messages: Sequence[ChatMessage]) -> str:
+    return json.dumps([message.to_dict() for message in messages], ensure_ascii=False)
+
+
+class CallSpan:
+    """The span of one model call; :meth:`answered` adds what the provider said."""
+
+    def __init__(self, span: Span | None, attributes: dict[str, Any]) -> None:
+        self.span = span
+        self.attributes = attributes
+
+    def answered(self, response: CompletionResponse) -> None:
+        """Record the response's model, finish reason and token counts (and content if on)."""
+        if self.span is None or metrics is None:
+            return
+        usage = response.usage
+        self.span.set_attributes(
+            {
+                "gen_ai.response.model": response.model,
+                "gen_ai.response.finish_reasons": [response.finish_reason],
+                "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": usage.completion_tokens,
+            }
+        )
+        if _content_on():
+            self.span.set_attribute(
+                "gen_ai.output.messages", _messages_json([response.to_message()])
+            )
+        histogram = metrics.get_meter(INSTRUMENTATION).create_histogram(
+            "gen_ai.client.token.usage", unit="{token}", description="Tokens per model call."
+        )
+        base = {**self.attributes, "gen_ai.response.model": response.model}
+        histogram.record(usage.prompt_tokens, {**base, "gen_ai.token.type": "input"})
+        histogram.record(usage.completion_tokens, {**base, "gen_ai.token.type": "output"})
+
+
+class ToolSpan:
+    """The span of one tool call; :meth:`finished` adds its outcome."""
+
+    def __init__(self, span: Span | None) -> None:
+        self.span = span
+
+    def finished(self, *, status: str, result: str) -> None:
+        """Record how the call ended (and its result if content tracing is on)."""
+        if self.span is None:
+            return
+        if status != "succeeded":
+            self.span.set_attribute("error.type", status)
+            self.span.set_status(Status(StatusCode.ERROR))
+        if _content_on():
+            self.span.set_attribute("gen_ai.tool.call.result", result)
+
+
+@contextmanager
+def agent_span(*, profile: str, conversation_id: Any, provider: str) -> Iterator[None]:
+    """``invoke_agent {profile}``: one run of the tool loop."""
+    if trace is None:
+        yield
+        return
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": profile,
+        "gen_ai.provider.name": provider,
+        "gen_ai.conversation.id": str(conversation_id),
+    }
+    tracer = trace.get_tracer(INSTRUMENTATION)
+    name = f"invoke_agent {profile}".strip()
+    with tracer.start_as_current_span(name, kind=SpanKind.INTERNAL, attributes=attributes):
+        yield
+
+
+@contextmanager
+def chat_span(
+    *, provider: str, model: str, conversation_id: Any, messages: Sequence[ChatMessage]
+) -> Iterator[CallSpan]:
+    """``chat {model}``: one request to a provider; errors are recorded and re-raised."""
+    if trace is None or metrics is None:
+        yield CallSpan(None, {})
+        return
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": model,
+    }
+    tracer = trace.get_tracer(INSTRUMENTATION)
+    duration = metrics.get_meter(INSTRUMENTATION).create_histogram(
+        "gen_ai.client.operation.duration", unit="s", description="Duration of model calls."
+    )
+    started = time.monotonic()
+    outcome: dict[str, Any] = {}
+    span_attributes = {**attributes, "gen_ai.conversation.id": str(conversation_id)}
+    with tracer.start_as_current_span(
+        f"chat {model}".strip(),
+        kind=SpanKind.CLIENT,
+        attributes=span_attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        if _content_on():
+            span.set_attribute("gen_ai.input.messages", _messages_json(messages))
+        try:
+            yield CallSpan(span, attributes)
+        except Exception as exc:
+            code = getattr(exc, "code", None) or type(exc).__name__
+            outcome["error.type"] = code
+            span.set_attribute("error.type", code)
+            # Only the code: provider error text may quote the request.
+            span.set_status(Status(StatusCode.ERROR, code))
+            raise
+        finally:
+            duration.record(time.monotonic() - started, {**attributes, **outcome})
+
+
+@contextmanager
+def tool_span(*, name: str, call_id: str, arguments: Any) -> Iterator[ToolSpan]:
+    """``execute_tool {name}``: one tool execution."""
+    if trace is None:
+        yield ToolSpan(None)
+        return
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+    }
+    if _content_on():
+        attributes["gen_ai.tool.call.arguments"] = json.dumps(arguments, ensure_ascii=False)
+    tracer = trace.get_tracer(INSTRUMENTATION)
+    with tracer.start_as_current_span(
+        f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes
+    ) as span:
+        yield ToolSpan(span)

@@ -1,0 +1,172 @@
+"""The usage ledger: one ``ModelCall`` row per provider request, priced when it is recorded.
+
+Prices come from the run's language model at the moment of the call and are
+copied onto the row, so changing a price later never rewrites a past cost.
+A cost is ``None`` (never 0) when a price the call needed is unknown; totals
+count such calls separately.
+
+Charging: uncached prompt tokens at the input price, cached prompt tokens at
+the cached input price (the input price when that is blank), completion
+tokens that are not reasoning at the output price, reasoning tokens at the
+reasoning price (the output price when blank). Cached tokens are part of the
+prompt and reasoning tokens part of the completion, so each token is charged
+exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+
+from conversations.conf import app_settings
+from conversations.domain import Usage
+from conversations.models import LanguageModel, Message, ModelCall, Run
+
+from .budgets import charge_budgets
+
+__all__ = ["Prices", "call_cost", "current_prices", "record_failed_call", "record_model_call"]
+
+_MILLION = Decimal(1_000_000)
+_COST_PLACES = Decimal("0.000000001")
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """Prices per million tokens, as stored on a language model (``None``: unknown)."""
+
+    input: Decimal | None = None
+    """Uncached prompt tokens."""
+    cached_input: Decimal | None = None
+    """Prompt tokens served from the provider's cache (blank: ``input``)."""
+    output: Decimal | None = None
+    """Completion tokens that are not reasoning."""
+    reasoning: Decimal | None = None
+    """Reasoning tokens (blank: ``output``)."""
+    currency: str = "USD"
+    """ISO 4217 code of all four."""
+
+
+def current_prices(*, language_model_id: int | None) -> Prices:
+    """The prices a call on that model is charged now (all unknown without a model)."""
+    currency = app_settings().CURRENCY
+    if language_model_id is None:
+        return Prices(currency=currency)
+    row = LanguageModel.objects.filter(pk=language_model_id).values(
+        "input_price_per_million",
+        "cached_input_price_per_million",
+        "output_price_per_million",
+        "reasoning_price_per_million",
+    )
+    values = row.first()
+    if values is None:
+        return Prices(currency=currency)
+    return Prices(
+        input=values["input_price_per_million"],
+        cached_input=values["cached_input_price_per_million"],
+        output=values["output_price_per_million"],
+        reasoning=values["reasoning_price_per_million"],
+        currency=currency,
+    )
+
+
+def call_cost(*, usage: Usage, prices: Prices) -> Decimal | None:
+    """What ``usage`` costs at ``prices``; ``None`` when a price it needs is unknown."""
+    cached = min(usage.cached_prompt_tokens, usage.prompt_tokens)
+    reasoning = min(usage.reasoning_tokens, usage.completion_tokens)
+    parts = (
+        (usage.prompt_tokens - cached, prices.input),
+        (cached, prices.cached_input if prices.cached_input is not None else prices.input),
+        (usage.completion_tokens - reasoning, prices.output),
+        (reasoning, prices.reasoning if prices.reasoning is not None else prices.output),
+    )
+    total = Decimal(0)
+    for tokens, price in parts:
+        if tokens == 0:
+            continue
+        if price is None:
+            return None
+        total += tokens * price
+    return (total / _MILLION).quantize(_COST_PLACES)
+
+
+def record_model_call(
+    *,
+    run: Run,
+    started_at: datetime,
+    latency_ms: int | None,
+    usage: Usage,
+    model: str,
+    message: Message | None = None,
+    error_code: str = "",
+) -> ModelCall:
+    """Insert the ledger row of one provider request and charge the run and its budgets.
+
+    ``error_code`` marks a failed request (``message`` is then ``None``). Runs
+    in one transaction (joining the caller's), so the row, the run's cost and
+    the budget counters move together.
+    """
+    profile = run.profile
+    prices = current_prices(language_model_id=profile.language_model_id if profile else None)
+    cost = call_cost(usage=usage, prices=prices)
+    user_id = run.conversation.owner_id
+    with transaction.atomic():
+        # Counters first: their row locks order this row's ``recorded_at`` after
+        # every check that could not see it, and before every check that can.
+        charge_budgets(
+            user_id=user_id,
+            profile_id=run.profile_id,
+            tokens=usage.prompt_tokens + usage.completion_tokens,
+            cost=cost,
+            run=run,
+        )
+        call = ModelCall.objects.create(
+            run=run,
+            conversation_id=run.conversation_id,
+            user_id=user_id,
+            profile=profile,
+            message=message,
+            provider=run.provider,
+            # The model asked for (what prices and totals are about); the one that
+            # answered is on the message.
+            model=run.model or model,
+            started_at=started_at,
+            latency_ms=latency_ms,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=min(usage.cached_prompt_tokens, usage.prompt_tokens),
+            reasoning_tokens=min(usage.reasoning_tokens, usage.completion_tokens),
+            status=ModelCall.Status.ERROR if error_code else ModelCall.Status.OK,
+            error_code=error_code,
+            input_price_per_million=prices.input,
+            cached_input_price_per_million=prices.cached_input,
+            output_price_per_million=prices.output,
+            reasoning_price_per_million=prices.reasoning,
+            currency=prices.currency,
+            cost=cost,
+        )
+        if cost is None:
+            Run.objects.filter(pk=run.pk).update(unpriced_calls=F("unpriced_calls") + 1)
+            run.unpriced_calls += 1
+        else:
+            Run.objects.filter(pk=run.pk).update(cost=Coalesce(F("cost"), Value(Decimal(0))) + cost)
+            run.cost = (run.cost or Decimal(0)) + cost
+    return call
+
+
+def record_failed_call(
+    *, run: Run, started_at: datetime, latency_ms: int, error_code: str
+) -> ModelCall:
+    """The ledger row of a request that got no usable answer (no tokens are known)."""
+    return record_model_call(
+        run=run,
+        started_at=started_at,
+        latency_ms=latency_ms,
+        usage=Usage(),
+        model="",
+        error_code=error_code or "error",
+    )

@@ -1,0 +1,208 @@
+"""OpenTelemetry spans and metrics of a run, checked with the SDK's in-memory exporter and reader."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conversations.domain import ToolCall, Usage
+from conversations.exceptions import ProviderTimeout
+from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
+from conversations.services import run_tool_loop
+from conversations.tools import registry, tool
+
+sdk = pytest.importorskip("opentelemetry.sdk", reason="the dev extra pins the OpenTelemetry SDK")
+
+from opentelemetry import metrics, trace  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import StatusCode  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+
+SECRET_QUESTION = "my private question 7f3a"
+SECRET_ARGUMENT = 40417
+
+
+class Telemetry:
+    """The process's tracer and meter providers (OpenTelemetry allows setting them once)."""
+
+    exporter = InMemorySpanExporter()
+    reader = InMemoryMetricReader()
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if not cls.installed:
+            tracer_provider = TracerProvider()
+            tracer_provider.add_span_processor(SimpleSpanProcessor(cls.exporter))
+            trace.set_tracer_provider(tracer_provider)
+            metrics.set_meter_provider(MeterProvider(metric_readers=[cls.reader]))
+            cls.installed = True
+
+
+@pytest.fixture
+def telemetry():
+    Telemetry.install()
+    Telemetry.exporter.clear()
+    Telemetry.reader.get_metrics_data()  # drop what earlier tests recorded (cumulative: kept)
+    return Telemetry
+
+
+@pytest.fixture
+def adder():
+    with registry.isolated(empty=True) as r:
+
+        @tool(registry=r)
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return a + b
+
+        yield r
+
+
+def run_with_a_tool(conversation):
+    provider = ScriptedProvider(
+        [
+            scripted_calls(
+                ToolCall(id="call-1", name="add", arguments={"a": SECRET_ARGUMENT, "b": 2}),
+                usage=Usage(prompt_tokens=30, completion_tokens=7),
+            ),
+            scripted_text("40419", usage=Usage(prompt_tokens=50, completion_tokens=3), model="m-2"),
+        ]
+    )
+    return run_tool_loop(conversation=conversation, content=SECRET_QUESTION, provider=provider)
+
+
+def spans_by_name(telemetry):
+    return {span.name: span for span in telemetry.exporter.get_finished_spans()}
+
+
+def test_a_run_emits_agent_chat_and_tool_spans(telemetry, demo_conversation, adder):
+    run = run_with_a_tool(demo_conversation)
+    spans = telemetry.exporter.get_finished_spans()
+    assert [span.name for span in spans] == [
+        "chat demo-model",
+        "execute_tool add",
+        "chat demo-model",
+        "invoke_agent demo",
+    ]
+    agent = spans[-1]
+    assert agent.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert agent.attributes["gen_ai.conversation.id"] == str(run.conversation_id)
+    first, tool_span, second = spans[:3]
+    for span in (first, tool_span, second):
+        assert span.parent.span_id == agent.context.span_id
+    assert dict(second.attributes) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "demo",
+        "gen_ai.request.model": "demo-model",
+        "gen_ai.conversation.id": str(run.conversation_id),
+        "gen_ai.response.model": "m-2",
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.usage.input_tokens": 50,
+        "gen_ai.usage.output_tokens": 3,
+    }
+    assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert dict(tool_span.attributes) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "add",
+        "gen_ai.tool.call.id": "call-1",
+    }
+    assert tool_span.status.status_code != StatusCode.ERROR
+
+
+def test_no_content_in_spans_by_default(telemetry, demo_conversation, adder):
+    run_with_a_tool(demo_conversation)
+    for span in telemetry.exporter.get_finished_spans():
+        text = json.dumps(dict(span.attributes))
+        assert SECRET_QUESTION not in text
+        assert str(SECRET_ARGUMENT) not in text
+
+
+def test_content_is_recorded_when_switched_on(telemetry, demo_conversation, adder, settings):
+    settings.CONVERSATIONS = {"TRACE_CONTENT": True}
+    run_with_a_tool(demo_conversation)
+    spans = spans_by_name(telemetry)
+    assert SECRET_QUESTION in spans["chat demo-model"].attributes["gen_ai.input.messages"]
+    tool_span = spans["execute_tool add"]
+    assert json.loads(tool_span.attributes["gen_ai.tool.call.arguments"])["a"] == SECRET_ARGUMENT
+    assert tool_span.attributes["gen_ai.tool.call.result"] == str(SECRET_ARGUMENT + 2)
+
+
+def test_a_failed_call_is_an_error_span_with_its_code_only(telemetry, demo_conversation):
+    provider = ScriptedProvider([ProviderTimeout("openai: no answer; key sk-SECRET")])
+    run_tool_loop(conversation=demo_conversation, content="hi", provider=provider)
+    chat = spans_by_name(telemetry)["chat demo-model"]
+    assert chat.status.status_code == StatusCode.ERROR
+    assert chat.attributes["error.type"] == "provider_timeout"
+    assert "sk-SECRET" not in json.dumps(dict(chat.attributes)) + str(chat.status.description)
+    assert chat.events == ()
+
+
+def test_token_usage_and_duration_metrics(telemetry, demo_conversation, adder):
+    run_with_a_tool(demo_conversation)
+    data = telemetry.reader.get_metrics_data()
+    metrics_by_name = {
+        metric.name: metric
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    usage = metrics_by_name["gen_ai.client.token.usage"]
+    assert usage.unit == "{token}"
+    sums = {}
+    for point in usage.data.data_points:
+        if point.attributes["gen_ai.request.model"] == "demo-model":
+            kind = point.attributes["gen_ai.token.type"]
+            sums[kind] = sums.get(kind, 0) + point.sum
+    # Cumulative over the process: at least this run's tokens.
+    assert sums["input"] >= 80 and sums["output"] >= 10
+    duration = metrics_by_name["gen_ai.client.operation.duration"]
+    assert duration.unit == "s"
+    assert sum(point.count for point in duration.data.data_points) >= 2
+
+
+def test_without_the_extra_nothing_is_imported_and_spans_do_nothing():
+    # A fresh interpreter where ``opentelemetry`` cannot be imported.
+    script = textwrap.dedent(
+        """
+        import sys
+
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "opentelemetry" or name.startswith("opentelemetry."):
+                    raise ImportError("blocked for the test")
+                return None
+
+        sys.meta_path.insert(0, Block())
+        import django, os
+        os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings_test"
+        django.setup()
+        from conversations.services import tracing, tool_loop
+        assert tracing.ENABLED is False
+        with tracing.agent_span(profile="p", conversation_id="c", provider="x"):
+            with tracing.chat_span(provider="x", model="m", conversation_id="c", messages=[]) as s:
+                s.answered(None)
+            with tracing.tool_span(name="t", call_id="1", arguments={}) as t:
+                t.finished(status="failed", result="r")
+        assert not [m for m in sys.modules if m.startswith("opentelemetry")]
+        print("ok")
+        """
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
