@@ -1,8 +1,12 @@
 """URLs of the REST API; the host mounts them with ``path("api/", include(...))``."""
 
-from django.urls import path, re_path
+from django.urls import path, re_path, register_converter
 
 from . import approvals, docs, events, fallback, usage, views
+from .converters import RowIdConverter
+
+# Named after the app: converter names are global to the whole project.
+register_converter(RowIdConverter, "conversations_row_id")
 
 app_name = "conversations"
 
@@ -38,12 +42,12 @@ urlpatterns = [
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
     path("approvals/", approvals.ApprovalListView.as_view(), name="approval-list"),
     path(
-        "tool-calls/<int:tool_call_id>/approve/",
+        "tool-calls/<conversations_row_id:tool_call_id>/approve/",
         approvals.ToolCallApproveView.as_view(),
         name="tool-call-approve",
     ),
     path(
-        "tool-calls/<int:tool_call_id>/reject/",
+        "tool-calls/<conversations_row_id:tool_call_id>/reject/",
         approvals.ToolCallRejectView.as_view(),
         name="tool-call-reject",
     ),

@@ -243,3 +243,11 @@ def test_listing_approvals_costs_the_same_for_one_or_many(
     with django_assert_max_num_queries(4):
         body = api.get("/api/approvals/").json()
     assert [item["tool_call"]["id"] for item in body] == [f"c_mail_{n}" for n in range(5)]
+
+
+@pytest.mark.parametrize("tool_call_id", ["0", str(2**63), "9" * 19, "99999999999999999999"])
+def test_an_id_no_row_can_have_is_the_json_404(api, tool_call_id):
+    for action in ("approve", "reject"):
+        response = api.post(f"/api/tool-calls/{tool_call_id}/{action}/", {}, format="json")
+        assert response.status_code == 404
+        assert response.json()["code"] == "not_found"
