@@ -47,6 +47,13 @@ class ConversationsSettings:
     """Default provider timeout in seconds (a provider record may override it)."""
     HTTP_MAX_RETRIES: int = 2
     """Default retries on 429/5xx/connection errors (a provider record may override it)."""
+    SEARCH_CONFIG: str = "simple"
+    """PostgreSQL text search configuration of message search (``english``, ...).
+
+    Read when the search trigger is installed and by every query; after a
+    change run ``manage.py rebuild_search_index``."""
+    REDACTION_MARKER: str = "[redacted]"
+    """What redaction writes in place of contents, tool arguments and results."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}

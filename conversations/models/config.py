@@ -140,6 +140,12 @@ class Profile(models.Model):
         default="auto",
         help_text='"auto", "none", "required" or the name of one tool.',
     )
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Conversations whose last message is older than this many days are purged "
+        "by manage.py purge_conversations; empty = kept forever.",
+    )
     is_active = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -168,6 +174,10 @@ class Profile(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(temperature__gte=0), name="conversations_profile_temperature_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(retention_days__gte=1),
+                name="conversations_profile_retention_days_positive",
             ),
         ]
 

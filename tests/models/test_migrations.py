@@ -6,7 +6,13 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-POSTGRES_TRIGGERS = {
+from conversations.services.search_index import (
+    POSTGRES_SEARCH_FUNCTIONS,
+    POSTGRES_SEARCH_TRIGGERS,
+    SQLITE_SEARCH_TRIGGERS,
+)
+
+RULE_TRIGGERS = {
     "conversations_message_answer_kept",
     "conversations_message_answer_pairing",
     "conversations_message_immutable",
@@ -16,7 +22,8 @@ POSTGRES_TRIGGERS = {
     "conversations_toolcall_immutable",
     "conversations_toolcall_no_orphans",
 }
-SQLITE_TRIGGERS = POSTGRES_TRIGGERS - {"conversations_message_answer_kept"}
+POSTGRES_TRIGGERS = RULE_TRIGGERS | set(POSTGRES_SEARCH_TRIGGERS)
+SQLITE_TRIGGERS = RULE_TRIGGERS - {"conversations_message_answer_kept"} | set(SQLITE_SEARCH_TRIGGERS)
 
 
 def installed_triggers() -> set[str]:
@@ -54,7 +61,7 @@ def test_every_trigger_is_installed(db):
     # On SQLite a later migration that rebuilds a table drops its triggers: this notices.
     assert installed_triggers() == expected_triggers()
     if connection.vendor == "postgresql":
-        assert installed_functions() == POSTGRES_TRIGGERS
+        assert installed_functions() == RULE_TRIGGERS | set(POSTGRES_SEARCH_FUNCTIONS)
 
 
 @pytest.mark.django_db(transaction=True)
