@@ -10,6 +10,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── RunCancelled                        the run was cancelled at a step boundary
     ├── RunNotRunning                       the run has already ended (cancel too late)
     ├── RunAlreadyClaimed                   another process already executes the run
+    ├── WouldSplitToolCall                  a fork cut would leave a call without its result
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
     └── ProviderError                       talking to a model provider failed
         ├── ProviderConnectionError         no answer (DNS, refused, reset)
@@ -41,6 +42,7 @@ __all__ = [
     "RunAlreadyClaimed",
     "RunCancelled",
     "RunNotRunning",
+    "WouldSplitToolCall",
 ]
 
 
@@ -96,6 +98,12 @@ class RunCancelled(ConversationsError):
     """The run was cancelled; raised inside the loop at a step boundary."""
 
     code = "run_cancelled"
+
+
+class WouldSplitToolCall(ConversationsError):
+    """A branch cut there would copy a tool call without the message that answers it."""
+
+    code = "would_split_tool_call"
 
 
 class RunNotRunning(ConversationsError):

@@ -41,6 +41,7 @@ from conversations.exceptions import (
     RunAlreadyClaimed,
     RunCancelled,
     RunNotRunning,
+    WouldSplitToolCall,
 )
 
 __all__ = [
@@ -62,6 +63,7 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (RunCancelled, status.HTTP_409_CONFLICT),
     (RunNotRunning, status.HTTP_409_CONFLICT),
     (RunAlreadyClaimed, status.HTTP_409_CONFLICT),
+    (WouldSplitToolCall, status.HTTP_409_CONFLICT),
     # The server is set up wrongly (a key reference that does not resolve, no
     # profile): not the client's fault, and not a bug (500) either.
     (ConfigurationError, status.HTTP_503_SERVICE_UNAVAILABLE),
