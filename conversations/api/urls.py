@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import docs, events, fallback, views
+from . import branches, docs, events, fallback, views
 
 app_name = "conversations"
 
@@ -32,6 +32,26 @@ urlpatterns = [
         "conversations/<uuid:conversation_id>/export/",
         views.ConversationExportView.as_view(),
         name="conversation-export",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/fork/",
+        branches.ForkView.as_view(),
+        name="conversation-fork",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/messages/<int:position>/edit/",
+        branches.EditMessageView.as_view(),
+        name="conversation-message-edit",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/regenerate/",
+        branches.RegenerateView.as_view(),
+        name="conversation-regenerate",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/branches/",
+        branches.BranchListView.as_view(),
+        name="conversation-branches",
     ),
     path("runs/<uuid:run_id>/", views.RunDetailView.as_view(), name="run-detail"),
     path("runs/<uuid:run_id>/cancel/", views.RunCancelView.as_view(), name="run-cancel"),

@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import (
     Count,
     Exists,
+    F,
     IntegerField,
     OuterRef,
     Prefetch,
@@ -28,6 +29,7 @@ __all__ = [
     "admin_messages",
     "admin_runs",
     "admin_tool_calls",
+    "conversation_family",
     "conversation_messages",
     "conversation_transcript",
     "conversations_with_summary",
@@ -143,6 +145,16 @@ def runs_with_calls(*, runs: QuerySet[Run]) -> QuerySet[Run]:
 def run_with_calls(*, run_id: Any) -> Run:
     """One run, loaded as :func:`runs_with_calls` loads a list of them."""
     return runs_with_calls(runs=Run.objects.filter(pk=run_id)).get()
+
+
+def conversation_family(
+    *, conversations: QuerySet[Conversation], conversation: Conversation
+) -> QuerySet[Conversation]:
+    """The members of ``conversations`` in ``conversation``'s family, root first, then by age."""
+    root = conversation.branch_root_id or conversation.pk
+    return conversations.filter(branch_root_id=root).order_by(
+        F("forked_from").asc(nulls_first=True), "created_at", "pk"
+    )
 
 
 def owned_conversations(*, user: Any) -> QuerySet[Conversation]:

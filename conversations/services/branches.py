@@ -24,8 +24,17 @@ from conversations.selectors import message_to_domain
 
 from .executors import submit_message
 from .messages import MessageDetails, append_messages
+from .providers import build_provider
+from .runs import resolve_profile
 
-__all__ = ["Turn", "edit_message", "fork_conversation", "regenerate_answer"]
+__all__ = [
+    "Turn",
+    "branch_for_edit",
+    "branch_for_regenerate",
+    "edit_message",
+    "fork_conversation",
+    "regenerate_answer",
+]
 
 _CALL_STATE_FIELDS = ("status", "started_at", "finished_at", "error")
 
@@ -72,8 +81,9 @@ def fork_conversation(*, conversation: Conversation, position: int | None) -> Co
                 field="position",
             )
         calls = list(
-            ToolCall.objects.filter(conversation=conversation, message__position__lte=position)
-            .order_by("message_id", "index")
+            ToolCall.objects.filter(
+                conversation=conversation, message__position__lte=position
+            ).order_by("message_id", "index")
         )
         _check_cut(calls, messages, position)
     by_message: dict[int, list[ToolCall]] = {}
@@ -123,12 +133,12 @@ def _copy_call_states(calls: list[ToolCall], rows: list[Message]) -> None:
     ToolCall.objects.bulk_update(copies, _CALL_STATE_FIELDS)
 
 
-def edit_message(*, conversation: Conversation, position: int, content: str) -> Turn:
-    """Fork just before the user message at ``position`` and post ``content`` in the branch.
+def branch_for_edit(*, conversation: Conversation, position: int) -> Conversation:
+    """The branch an edit of the user message at ``position`` is answered in.
 
     Raises :class:`InvalidArgumentError` (``invalid_position``) when there is
-    no user message at ``position``; the loop's own errors as
-    :func:`~conversations.services.submit_message` raises them.
+    no user message at ``position``, and :class:`ConfigurationError` when no
+    model could answer in the branch (checked before anything is copied).
     """
     target = Message.objects.filter(conversation=conversation, position=position).first()
     if target is None or target.role != domain.Role.USER.value:
@@ -137,17 +147,18 @@ def edit_message(*, conversation: Conversation, position: int, content: str) -> 
             code="invalid_position",
             field="position",
         )
-    branch = fork_conversation(
+    _check_answerable(conversation)
+    return fork_conversation(
         conversation=conversation, position=position - 1 if position > 0 else None
     )
-    return Turn(branch=branch, run=submit_message(conversation=branch, content=content))
 
 
-def regenerate_answer(*, conversation: Conversation) -> Turn:
-    """Fork just after the last user message and run the loop again in the branch.
+def branch_for_regenerate(*, conversation: Conversation) -> Conversation:
+    """The branch the last user message is answered again in (cut just after it).
 
     Raises :class:`InvalidArgumentError` (``nothing_to_regenerate``) when the
-    conversation has no user message.
+    conversation has no user message, :class:`ConfigurationError` as
+    :func:`branch_for_edit` does.
     """
     last_user = (
         Message.objects.filter(conversation=conversation, role=domain.Role.USER.value)
@@ -159,5 +170,24 @@ def regenerate_answer(*, conversation: Conversation) -> Turn:
         raise InvalidArgumentError(
             "the conversation has no user message to answer again", code="nothing_to_regenerate"
         )
-    branch = fork_conversation(conversation=conversation, position=last_user)
+    _check_answerable(conversation)
+    return fork_conversation(conversation=conversation, position=last_user)
+
+
+def _check_answerable(conversation: Conversation) -> None:
+    # A branch nobody can answer would be left behind by the failing request.
+    profile = resolve_profile(conversation=conversation, profile=None, provider=None)
+    assert profile is not None  # resolve_profile raises without one
+    build_provider(profile)
+
+
+def edit_message(*, conversation: Conversation, position: int, content: str) -> Turn:
+    """Fork just before the user message at ``position`` and post ``content`` in the branch."""
+    branch = branch_for_edit(conversation=conversation, position=position)
+    return Turn(branch=branch, run=submit_message(conversation=branch, content=content))
+
+
+def regenerate_answer(*, conversation: Conversation) -> Turn:
+    """Fork just after the last user message and run the loop again in the branch."""
+    branch = branch_for_regenerate(conversation=conversation)
     return Turn(branch=branch, run=submit_message(conversation=branch, content=None))

@@ -83,7 +83,7 @@ def _postgres_function_sql(config: str) -> list[str]:
         " WHERE c.id = answered), ''))\n"
         f"    || (SELECT to_tsvector({cfg}, coalesce(string_agg(c.name, ' '), ''))"
         f"        || jsonb_to_tsvector({cfg}, coalesce(jsonb_agg(c.arguments), '[]'::jsonb),"
-        " '[\"string\", \"numeric\"]')\n"
+        ' \'["string", "numeric"]\')\n'
         "        FROM conversations_toolcall c WHERE c.message_id = message)\n"
         "$$;",
         "CREATE OR REPLACE FUNCTION conversations_message_search() RETURNS trigger"

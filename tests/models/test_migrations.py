@@ -23,7 +23,9 @@ RULE_TRIGGERS = {
     "conversations_toolcall_no_orphans",
 }
 POSTGRES_TRIGGERS = RULE_TRIGGERS | set(POSTGRES_SEARCH_TRIGGERS)
-SQLITE_TRIGGERS = RULE_TRIGGERS - {"conversations_message_answer_kept"} | set(SQLITE_SEARCH_TRIGGERS)
+SQLITE_TRIGGERS = RULE_TRIGGERS - {"conversations_message_answer_kept"} | set(
+    SQLITE_SEARCH_TRIGGERS
+)
 
 
 def installed_triggers() -> set[str]:
