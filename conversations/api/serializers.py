@@ -423,7 +423,8 @@ class ImportInputSerializer(ConversationInputSerializer):
 
     messages = serializers.ListField(
         child=_WireMessageField(),
-        min_length=1,
+        # Empty is allowed: every conversation the export writes can be imported again.
+        min_length=0,
         max_length=MAX_IMPORT_MESSAGES,
         help_text="Chat Completions messages: role, content, tool_calls (arguments as "
         "JSON text or object), tool_call_id, and on a tool message an optional boolean "

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import branches, docs, events, fallback, views
+from . import branches, data, docs, events, fallback, views
 
 app_name = "conversations"
 
@@ -56,6 +56,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", views.RunDetailView.as_view(), name="run-detail"),
     path("runs/<uuid:run_id>/cancel/", views.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
+    path("export/", data.ExportAllView.as_view(), name="export"),
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
     path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),

@@ -7,9 +7,10 @@ the database (``conversations.services.search_index``: a GIN-indexed
 ``tsvector`` with triggers on PostgreSQL, an FTS5 table with triggers on
 SQLite).
 
-On SQLite only ``conversations_conversation`` and ``conversations_profile``
-are rebuilt here; ``conversations_message`` and ``conversations_toolcall``
-are not altered, so their rule triggers stay as they are.
+On SQLite only ``conversations_profile`` is rebuilt here (its new CHECK);
+the conversation columns are plain ``ADD COLUMN``s, and
+``conversations_message`` and ``conversations_toolcall`` are not altered, so
+their rule triggers stay as they are.
 """
 
 import django.db.models.deletion
@@ -51,7 +52,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="conversation",
             name="forked_at_position",
-            field=models.PositiveIntegerField(blank=True, help_text="The last position copied from the source; empty when nothing was copied.", null=True),
+            field=models.PositiveIntegerField(blank=True, help_text="The last position copied from the source; empty when nothing was copied. Kept when the source is deleted.", null=True),
         ),
         migrations.AddField(
             model_name="conversation",
@@ -62,10 +63,6 @@ class Migration(migrations.Migration):
             model_name="profile",
             name="retention_days",
             field=models.PositiveIntegerField(blank=True, help_text="Conversations whose last message is older than this many days are purged by manage.py purge_conversations; empty = kept forever.", null=True),
-        ),
-        migrations.AddConstraint(
-            model_name="conversation",
-            constraint=models.CheckConstraint(condition=models.Q(("forked_at_position__isnull", True), ("forked_from__isnull", False), _connector="OR"), name="conversations_conversation_fork_position_needs_source"),
         ),
         migrations.AddConstraint(
             model_name="profile",

@@ -69,7 +69,8 @@ class Conversation(models.Model):
     forked_at_position = models.PositiveIntegerField(
         null=True,
         blank=True,
-        help_text="The last position copied from the source; empty when nothing was copied.",
+        help_text="The last position copied from the source; empty when nothing was copied. "
+        "Kept when the source is deleted.",
     )
     branch_root = models.ForeignKey(
         "self",
@@ -91,11 +92,6 @@ class Conversation(models.Model):
             models.CheckConstraint(
                 condition=is_json("metadata", "object"),
                 name="conversations_conversation_metadata_object",
-            ),
-            # A fork position only makes sense on a branch.
-            models.CheckConstraint(
-                condition=Q(forked_at_position__isnull=True) | Q(forked_from__isnull=False),
-                name="conversations_conversation_fork_position_needs_source",
             ),
         ]
 
