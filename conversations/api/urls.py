@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import branches, data, docs, events, fallback, views
+from . import branches, data, docs, events, fallback, search, views
 
 app_name = "conversations"
 
@@ -57,6 +57,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/cancel/", views.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
     path("export/", data.ExportAllView.as_view(), name="export"),
+    path("search/", search.SearchView.as_view(), name="search"),
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
     path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),

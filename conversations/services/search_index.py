@@ -24,14 +24,12 @@ must call :func:`install_search_index` again.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
 from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from conversations.conf import app_settings
-from conversations.exceptions import ConfigurationError
+from conversations.selectors.search import search_config
 
 __all__ = [
     "POSTGRES_SEARCH_FUNCTIONS",
@@ -40,10 +38,7 @@ __all__ = [
     "install_search_index",
     "rebuild_search_index",
     "remove_search_index",
-    "search_config",
 ]
-
-_CONFIG_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 POSTGRES_SEARCH_TRIGGERS: Final = ("conversations_message_search", "conversations_toolcall_search")
 POSTGRES_SEARCH_FUNCTIONS: Final = (*POSTGRES_SEARCH_TRIGGERS, "conversations_search_document")
@@ -54,18 +49,6 @@ SQLITE_SEARCH_TRIGGERS: Final = (
     "conversations_toolcall_search_insert",
     "conversations_toolcall_search_update",
 )
-
-
-def search_config() -> str:
-    """The PostgreSQL text search configuration, checked to be a plain name."""
-    name = app_settings().SEARCH_CONFIG
-    if not isinstance(name, str) or not _CONFIG_NAME.match(name):
-        raise ConfigurationError(
-            f"CONVERSATIONS['SEARCH_CONFIG'] must be a text search configuration name, "
-            f"got {name!r}",
-            code="invalid_search_config",
-        )
-    return name
 
 
 # PostgreSQL ---------------------------------------------------------------------------------
