@@ -6,9 +6,9 @@ from datetime import timedelta
 from typing import Any
 
 from django.db.models import (
+    Case,
     Count,
     Exists,
-    F,
     IntegerField,
     OuterRef,
     Prefetch,
@@ -16,6 +16,7 @@ from django.db.models import (
     Subquery,
     TextField,
     Value,
+    When,
 )
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
@@ -152,9 +153,8 @@ def conversation_family(
 ) -> QuerySet[Conversation]:
     """The members of ``conversations`` in ``conversation``'s family, root first, then by age."""
     root = conversation.branch_root_id or conversation.pk
-    return conversations.filter(branch_root_id=root).order_by(
-        F("forked_from").asc(nulls_first=True), "created_at", "pk"
-    )
+    is_root = Case(When(pk=root, then=Value(0)), default=Value(1), output_field=IntegerField())
+    return conversations.filter(branch_root_id=root).order_by(is_root, "created_at", "pk")
 
 
 def owned_conversations(*, user: Any) -> QuerySet[Conversation]:

@@ -23,9 +23,17 @@ from django.db.models.expressions import RawSQL
 
 from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError
-from conversations.models import Message, ToolCall
+from conversations.models import Conversation, Message, ToolCall
 
-__all__ = ["SearchFilters", "highlight", "query_words", "search_config", "search_messages"]
+__all__ = [
+    "SearchFilters",
+    "highlight",
+    "matching_conversations",
+    "matching_messages",
+    "query_words",
+    "search_config",
+    "search_messages",
+]
 
 START: Final = "\ue000"
 STOP: Final = "\ue001"
@@ -83,21 +91,57 @@ def search_messages(
 ) -> QuerySet[Message]:
     """Messages matching every word of ``query``, best first, annotated ``rank`` and ``snippet``.
 
-    ``user`` limits the search to their conversations (``None``: everyone's,
-    for the admin). No words in ``query`` match nothing.
+    ``user`` limits the search to their conversations (``None``: everyone's).
+    No words in ``query`` match nothing.
     """
     messages = Message.objects.all()
     if user is not None:
         messages = messages.filter(conversation__owner=user)
-    messages = _filtered(messages, filters or SearchFilters())
+    messages = _matched(_filtered(messages, filters or SearchFilters()), query)
+    if connection.vendor == "postgresql":
+        messages = _postgres_rank(messages, " ".join(query_words(query)))
+    else:
+        messages = _sqlite_rank(messages, _fts_query(query))
+    return messages.select_related("conversation")
+
+
+def matching_messages(*, messages: QuerySet[Message], query: str) -> QuerySet[Message]:
+    """``messages`` that the full-text search finds for ``query`` (the admin's search)."""
+    return _matched(messages, query)
+
+
+def matching_conversations(
+    *, conversations: QuerySet[Conversation], query: str
+) -> QuerySet[Conversation]:
+    """``conversations`` holding a message the full-text search finds for ``query``."""
+    found = _matched(Message.objects.all(), query).values("conversation_id")
+    return conversations.filter(pk__in=found)
+
+
+def _fts_query(query: str) -> str:
+    # Each word quoted: FTS5 then reads no operator (AND, NEAR, *, ...) from the user.
+    return " ".join(f'"{word}"' for word in query_words(query))
+
+
+def _matched(messages: QuerySet[Message], query: str) -> QuerySet[Message]:
+    """Only the messages holding every word (no table names: safe inside a subquery)."""
     words = query_words(query)
     if not words:
         return messages.none()
     if connection.vendor == "postgresql":
-        messages = _postgres(messages, " ".join(words))
-    else:
-        messages = _sqlite(messages, " ".join(f'"{word}"' for word in words))
-    return messages.select_related("conversation").order_by("-rank", "-pk")
+        return messages.filter(
+            RawSQL(
+                "search_vector @@ plainto_tsquery(%s::regconfig, %s)",
+                (search_config(), " ".join(words)),
+                output_field=BooleanField(),
+            )
+        )
+    return messages.filter(
+        pk__in=RawSQL(
+            "SELECT rowid FROM conversations_message_fts WHERE conversations_message_fts MATCH %s",
+            (_fts_query(query),),
+        )
+    )
 
 
 def _filtered(messages: QuerySet[Message], filters: SearchFilters) -> QuerySet[Message]:
@@ -120,18 +164,12 @@ def _filtered(messages: QuerySet[Message], filters: SearchFilters) -> QuerySet[M
     return messages
 
 
-def _postgres(messages: QuerySet[Message], text: str) -> QuerySet[Message]:
+def _postgres_rank(messages: QuerySet[Message], text: str) -> QuerySet[Message]:
     config = search_config()
     tsquery = "plainto_tsquery(%s::regconfig, %s)"
     document = _DOCUMENT_SQL.format(aggregate="string_agg(c.name || ' ' || c.arguments::text, ' ')")
     options = f"StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=8, MaxFragments=2"
-    return messages.filter(
-        RawSQL(  # noqa: S611 - constant SQL, input as parameters
-            f"conversations_message.search_vector @@ {tsquery}",
-            (config, text),
-            output_field=BooleanField(),
-        )
-    ).annotate(
+    return messages.annotate(
         rank=RawSQL(  # noqa: S611 - constant SQL, input as parameters
             f"ts_rank(conversations_message.search_vector, {tsquery})",
             (config, text),
@@ -142,22 +180,15 @@ def _postgres(messages: QuerySet[Message], text: str) -> QuerySet[Message]:
             (config, config, text, options),
             output_field=TextField(),
         ),
-    )
+    ).order_by("-rank", "-pk")
 
 
-def _sqlite(messages: QuerySet[Message], match: str) -> QuerySet[Message]:
+def _sqlite_rank(messages: QuerySet[Message], match: str) -> QuerySet[Message]:
     hit = (
         "FROM conversations_message_fts WHERE conversations_message_fts MATCH %s"
         " AND conversations_message_fts.rowid = conversations_message.id"
     )
-    return messages.filter(
-        RawSQL(
-            "conversations_message.id IN (SELECT rowid FROM conversations_message_fts"
-            " WHERE conversations_message_fts MATCH %s)",
-            (match,),
-            output_field=BooleanField(),
-        )
-    ).annotate(
+    return messages.annotate(
         rank=RawSQL(  # noqa: S611 - constant SQL, input as parameters
             f"(SELECT -bm25(conversations_message_fts) {hit})", (match,), output_field=FloatField()
         ),
@@ -167,7 +198,7 @@ def _sqlite(messages: QuerySet[Message], match: str) -> QuerySet[Message]:
             (match,),
             output_field=TextField(),
         ),
-    )
+    ).order_by("-rank", "-pk")
 
 
 def highlight(snippet: str) -> str:

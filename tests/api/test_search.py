@@ -6,15 +6,18 @@ Every test here runs on SQLite (FTS5) and on PostgreSQL (tsvector + GIN).
 from __future__ import annotations
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
 from conversations.domain import ChatMessage, ToolCall
+from conversations.exceptions import ConfigurationError
 from conversations.models import Conversation, Message, Run
 from conversations.models import ToolCall as ToolCallRow
-from conversations.selectors.search import highlight
+from conversations.selectors.search import highlight, search_config
 from conversations.services.messages import MessageDetails, append_messages
 from conversations.services.retention import redact_conversation
 from conversations.services.search_index import rebuild_search_index
@@ -226,3 +229,17 @@ def test_postgres_answers_a_match_from_the_gin_index(talk):
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "conversations_message_search_vector" in plan
+
+
+def test_the_rebuild_command_reports_and_keeps_results(api, talk):
+    out = StringIO()
+    call_command("rebuild_search_index", stdout=out)
+    assert "search index rebuilt" in out.getvalue()
+    assert _positions(_found(api, q="quartzite")) == [2, 3]
+
+
+def test_a_search_config_that_is_not_a_name_is_refused(settings):
+    settings.CONVERSATIONS = {"SEARCH_CONFIG": "english'; DROP TABLE x; --"}
+    with pytest.raises(ConfigurationError) as caught:
+        search_config()
+    assert caught.value.code == "invalid_search_config"
