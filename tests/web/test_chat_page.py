@@ -119,3 +119,17 @@ def test_the_page_lists_a_bounded_number_of_conversations(
         html = client.get("/chat/").content.decode()
 
     assert html.count('class="llm-conv-title"') == 50
+
+
+def test_the_sidebar_lists_roots_and_a_branch_still_opens(client, user, conversation):
+    from conversations.domain import ChatMessage
+    from conversations.services import append_messages
+    from conversations.services.branches import fork_conversation
+
+    append_messages(conversation=conversation, messages=[ChatMessage.user("hello")])
+    branch = fork_conversation(conversation=conversation, position=0)
+    client.force_login(user)
+    page = client.get(f"/chat/{branch.pk}/")
+    assert page.status_code == 200
+    assert [c.pk for c in page.context["conversations"]] == [conversation.pk]
+    assert page.context["current"] == branch
