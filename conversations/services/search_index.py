@@ -84,6 +84,8 @@ def _postgres_function_sql(config: str) -> list[str]:
 
 
 _POSTGRES_TRIGGER_SQL: Final = [
+    "DROP TRIGGER IF EXISTS conversations_message_search ON conversations_message;",
+    "DROP TRIGGER IF EXISTS conversations_toolcall_search ON conversations_toolcall;",
     "CREATE TRIGGER conversations_message_search"
     " BEFORE INSERT OR UPDATE OF content, tool_call_id ON conversations_message"
     " FOR EACH ROW EXECUTE FUNCTION conversations_message_search();",
@@ -125,7 +127,7 @@ def _sqlite_reindex(message: str) -> str:
 
 
 _SQLITE_SQL: Final = [
-    "CREATE VIRTUAL TABLE conversations_message_fts USING fts5("
+    "CREATE VIRTUAL TABLE IF NOT EXISTS conversations_message_fts USING fts5("
     "document, tokenize = 'unicode61 remove_diacritics 2');",
     "CREATE TRIGGER conversations_message_search_insert AFTER INSERT ON conversations_message"
     f" FOR EACH ROW BEGIN {_sqlite_index('NEW.id')} END;",
@@ -152,20 +154,27 @@ _SQLITE_REFRESH: Final = [
 
 
 def install_search_index(conn: BaseDatabaseWrapper, *, config: str | None = None) -> None:
-    """Create the column/table, index and triggers on ``connection``, and fill them."""
+    """Create the column/table, index and triggers on ``conn``, and fill them.
+
+    Idempotent: it also repairs an index whose triggers a table rebuild dropped.
+    """
     with conn.cursor() as cursor:
         if conn.vendor == "postgresql":
-            cursor.execute("ALTER TABLE conversations_message ADD COLUMN search_vector tsvector")
+            cursor.execute(
+                "ALTER TABLE conversations_message ADD COLUMN IF NOT EXISTS search_vector tsvector"
+            )
             for sql in _postgres_function_sql(config or search_config()):
                 cursor.execute(sql)
             for sql in _POSTGRES_TRIGGER_SQL:
                 cursor.execute(sql)
             cursor.execute(_POSTGRES_REFRESH)
             cursor.execute(
-                "CREATE INDEX conversations_message_search_vector"
+                "CREATE INDEX IF NOT EXISTS conversations_message_search_vector"
                 " ON conversations_message USING gin (search_vector)"
             )
         elif conn.vendor == "sqlite":
+            for name in SQLITE_SEARCH_TRIGGERS:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
             for sql in _SQLITE_SQL:
                 cursor.execute(sql)
             for sql in _SQLITE_REFRESH:

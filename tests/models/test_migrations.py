@@ -77,3 +77,27 @@ def test_migrating_to_zero_and_back():
         call_command("migrate", "conversations", verbosity=0)
     assert installed_triggers() == expected_triggers()
     assert "conversations_message" in connection.introspection.table_names()
+
+
+def test_the_search_index_can_be_installed_again_after_a_rebuild_dropped_it(db):
+    from conversations.domain import ChatMessage
+    from conversations.models import Conversation
+    from conversations.services.messages import append_messages
+    from conversations.services.search_index import install_search_index
+
+    conversation = Conversation.objects.create(owner=_user(), title="t")
+    with connection.cursor() as cursor:
+        for name in SQLITE_SEARCH_TRIGGERS if connection.vendor == "sqlite" else ():
+            cursor.execute(f"DROP TRIGGER {name}")
+    install_search_index(connection)
+    assert installed_triggers() == expected_triggers()
+    append_messages(conversation=conversation, messages=[ChatMessage.user("porphyry")])
+    from conversations.selectors.search import search_messages
+
+    assert search_messages(query="porphyry", user=None).count() == 1
+
+
+def _user():
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username="search-index")
