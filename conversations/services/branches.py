@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 _CALL_STATE_FIELDS = ("status", "started_at", "finished_at", "error")
+_MAX_POSITION = 2**31 - 1  # the column's range on PostgreSQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,9 @@ def fork_conversation(*, conversation: Conversation, position: int | None) -> Co
     (or it has none yet).
     """
     if position is not None and (
-        isinstance(position, bool) or not isinstance(position, int) or position < 0
+        isinstance(position, bool)
+        or not isinstance(position, int)
+        or not 0 <= position <= _MAX_POSITION
     ):
         raise InvalidArgumentError(
             f"position must be a non-negative integer, got {position!r}",
@@ -140,7 +143,9 @@ def branch_for_edit(*, conversation: Conversation, position: int) -> Conversatio
     no user message at ``position``, and :class:`ConfigurationError` when no
     model could answer in the branch (checked before anything is copied).
     """
-    target = Message.objects.filter(conversation=conversation, position=position).first()
+    target = None
+    if isinstance(position, int) and 0 <= position <= _MAX_POSITION:
+        target = Message.objects.filter(conversation=conversation, position=position).first()
     if target is None or target.role != domain.Role.USER.value:
         raise InvalidArgumentError(
             f"there is no user message at position {position}",

@@ -67,6 +67,13 @@ def test_edit_answers_like_a_posted_message_in_a_new_branch(api, history, demo_c
     assert demo_conversation.messages.count() == 5
 
 
+def test_edit_of_a_position_out_of_any_range_is_a_400(api, history, demo_conversation):
+    url = _url(demo_conversation, f"messages/{10**30}/edit/")
+    response = api.post(url, {"content": "x"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_position"
+
+
 def test_edit_of_an_assistant_message_is_refused(api, history, demo_conversation):
     response = api.post(
         _url(demo_conversation, "messages/1/edit/"), {"content": "x"}, format="json"
