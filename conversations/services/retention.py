@@ -70,7 +70,7 @@ def expired_conversations(*, now: datetime | None = None) -> QuerySet[Conversati
     """Conversations whose last message (or creation, when empty) is older than their retention.
 
     Conversations whose profile has no ``retention_days`` (or that have no
-    profile) are kept forever. One query per profile with a retention.
+    profile) are kept forever. One subquery per profile with a retention.
     """
     now = now or timezone.now()
     last_activity = Coalesce(
@@ -86,9 +86,9 @@ def expired_conversations(*, now: datetime | None = None) -> QuerySet[Conversati
             Conversation.objects.filter(profile=profile)
             .annotate(last_activity=last_activity)
             .filter(last_activity__lt=cutoff)
-            .values_list("pk", flat=True)
+            .values("pk")
         )
-        condition |= Q(pk__in=list(expired))
+        condition |= Q(pk__in=expired)
     return Conversation.objects.filter(condition).order_by("created_at", "pk")
 
 
