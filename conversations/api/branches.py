@@ -24,7 +24,7 @@ from .serializers import (
     RunSerializer,
 )
 from .throttling import MessageRateThrottle
-from .views import AUTH_ERRORS, ERR_400, ERR_404, ERR_409, _ConversationQueries, _error
+from .views import AUTH_ERRORS, ERR_400, ERR_404, _ConversationQueries, _error
 
 __all__ = ["BranchListView", "EditMessageView", "ForkView", "RegenerateView"]
 
@@ -116,11 +116,15 @@ _TURN_RESPONSES = {
     202: _error("Queued for a worker (`celery` executor), with `url` and `events`."),
     400: ERR_400,
     404: ERR_404,
-    409: ERR_409,
     **AUTH_ERRORS,
+    429: _error("Too many messages; see `Retry-After` (`throttled`)."),
     502: _error("The provider failed (with the run and its messages)."),
     503: _error("The provider or the task queue is unavailable, or the profile is unusable."),
     504: _error("The provider timed out."),
+}
+_EDIT_RESPONSES = {
+    **_TURN_RESPONSES,
+    413: _error("The content is larger than allowed (`content_too_large`)."),
 }
 
 
@@ -136,7 +140,7 @@ class EditMessageView(_TurnView):
             "provider failure). The original conversation is not changed."
         ),
         request=MessageInputSerializer,
-        responses=_TURN_RESPONSES,
+        responses=_EDIT_RESPONSES,
         tags=["branches"],
     )
     def post(self, request: Request, conversation_id: Any, position: int) -> Response:

@@ -28,11 +28,15 @@ def route_url(pattern: URLPattern, ids: dict[str, str]) -> str:
 
 @pytest.fixture
 def own_ids(history, demo_conversation) -> dict[str, str]:
-    return {"conversation_id": str(demo_conversation.pk), "run_id": str(history.pk)}
+    return {
+        "conversation_id": str(demo_conversation.pk),
+        "run_id": str(history.pk),
+        "position": "0",
+    }
 
 
 def test_the_routes_cover_the_whole_api():
-    assert len(ROUTES) == 13
+    assert len(ROUTES) == 19
     assert {p.name for p in ROUTES} >= {"conversation-list", "conversation-import", "docs"}
 
 

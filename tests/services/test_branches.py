@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from conversations.domain import Usage
 from conversations.exceptions import InvalidArgumentError, WouldSplitToolCall
@@ -12,7 +12,7 @@ from conversations.providers.scripted import ScriptedProvider, scripted_calls, s
 from conversations.selectors import get_history
 from conversations.services import run_tool_loop
 from conversations.services.branches import edit_message, fork_conversation, regenerate_answer
-from tests.models.sql import db_id, insert, update
+from tests.models.sql import db_id, delete, insert, update
 
 pytestmark = pytest.mark.django_db
 
@@ -188,3 +188,14 @@ def test_regenerate_needs_a_user_message(demo_conversation):
     with pytest.raises(InvalidArgumentError) as caught:
         regenerate_answer(conversation=demo_conversation)
     assert caught.value.code == "nothing_to_regenerate"
+
+
+@pytest.mark.postgres
+def test_a_result_a_later_message_needs_cannot_be_deleted_in_a_branch(history):
+    branch = fork_conversation(conversation=history, position=4)
+    answer = branch.messages.get(position=2)
+    refused = pytest.raises(IntegrityError, match="conversations_message_answer_kept")
+    with refused, transaction.atomic():
+        delete(Message, answer.pk)
+        connection.check_constraints()
+    assert branch.messages.count() == 5
