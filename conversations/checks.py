@@ -8,6 +8,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from .conf import app_settings, unknown_keys
+from .exceptions import ConversationsError
 
 
 @register()
@@ -103,6 +104,25 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 f"CONVERSATIONS['SECRET_RESOLVER'] {conf.SECRET_RESOLVER!r} cannot be imported.",
                 hint="Give the dotted path of a callable(reference) -> str | None.",
                 id="conversations.E005",
+            )
+        )
+    try:
+        from .selectors.search import search_config
+
+        search_config()
+    except ConversationsError as exc:
+        messages.append(
+            Error(
+                exc.detail,
+                hint="A PostgreSQL text search configuration such as 'simple' or 'english'.",
+                id="conversations.E010",
+            )
+        )
+    if not isinstance(conf.REDACTION_MARKER, str) or not conf.REDACTION_MARKER:
+        messages.append(
+            Error(
+                "CONVERSATIONS['REDACTION_MARKER'] must be a non-empty string.",
+                id="conversations.E011",
             )
         )
     return messages

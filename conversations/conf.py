@@ -53,6 +53,13 @@ class ConversationsSettings:
     """ISO 4217 code of every price and cost (prices on language models, budgets' cost limits)."""
     TRACE_CONTENT: bool = False
     """OpenTelemetry spans carry message content and tool arguments/results only when true."""
+    SEARCH_CONFIG: str = "simple"
+    """PostgreSQL text search configuration of message search (``english``, ...).
+
+    Read when the search trigger is installed and by every query; after a
+    change run ``manage.py rebuild_search_index``."""
+    REDACTION_MARKER: str = "[redacted]"
+    """What redaction writes in place of contents, tool arguments and results."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}

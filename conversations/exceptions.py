@@ -13,6 +13,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── RunCancelled                        the run was cancelled at a step boundary
     ├── RunNotRunning                       the run has already ended (cancel too late)
     ├── RunAlreadyClaimed                   another process already executes the run
+    ├── WouldSplitToolCall                  a fork cut would leave a call without its result
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
     ├── BudgetExceeded                      a blocking budget is used up (``budget``, ``resets_at``)
     └── ProviderError                       talking to a model provider failed
@@ -51,6 +52,7 @@ __all__ = [
     "RunAlreadyClaimed",
     "RunCancelled",
     "RunNotRunning",
+    "WouldSplitToolCall",
 ]
 
 
@@ -124,6 +126,12 @@ class RunCancelled(ConversationsError):
     """The run was cancelled; raised inside the loop at a step boundary."""
 
     code = "run_cancelled"
+
+
+class WouldSplitToolCall(ConversationsError):
+    """A branch cut there would copy a tool call without the message that answers it."""
+
+    code = "would_split_tool_call"
 
 
 class RunNotRunning(ConversationsError):

@@ -43,6 +43,9 @@ def test_a_clean_configuration_has_no_messages():
         ({"TRACE_CONTENT": "yes"}, ["conversations.E008"]),
         ({"SECRET_RESOLVER": "no.such.module.resolve"}, ["conversations.E005"]),
         ({"SECRET_RESOLVER": "conversations.conf.DEFAULTS"}, ["conversations.E005"]),
+        ({"SEARCH_CONFIG": "english; drop"}, ["conversations.E010"]),
+        ({"SEARCH_CONFIG": 7}, ["conversations.E010"]),
+        ({"REDACTION_MARKER": ""}, ["conversations.E011"]),
     ],
 )
 def test_misconfiguration_is_reported_with_a_stable_id(conf, expected):

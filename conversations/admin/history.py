@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString
 from conversations import selectors
 from conversations.exceptions import ConversationBusy, RunNotRunning
 from conversations.models import BUSY_RUN_STATUSES, Conversation, Message, Run, RunStatus, ToolCall
+from conversations.selectors.search import matching_conversations
 from conversations.services import (
     answer_open_calls,
     cancel_run,
@@ -35,6 +36,7 @@ from .display import (
     render_runs,
     render_transcript,
 )
+from .family import render_family
 from .filters import ErrorCodeFilter, LastRunStatusFilter, RunToolFilter
 
 __all__ = ["ConversationAdmin", "RunAdmin"]
@@ -66,7 +68,10 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_select_related = ("owner", "profile")
     list_filter = ("profile", LastRunStatusFilter, "created_at")
     search_fields = ("title", f"owner__{get_user_model().USERNAME_FIELD}", "id")
-    search_help_text = "Title, owner's user name or conversation id."
+    search_help_text = (
+        "Title, owner's user name, conversation id, or words in its messages, tool names, "
+        "tool arguments or tool results."
+    )
     actions = ("answer_open_calls_as_interrupted", "delete_selected")
     fieldsets = (
         (
@@ -83,6 +88,7 @@ class ConversationAdmin(ReadOnlyAdmin):
                 )
             },
         ),
+        ("Branches", {"fields": ("family",)}),
         ("Runs", {"fields": ("runs_table",)}),
         ("Transcript", {"fields": ("transcript",)}),
     )
@@ -94,9 +100,17 @@ class ConversationAdmin(ReadOnlyAdmin):
         "created_at",
         "updated_at",
         "metadata_json",
+        "family",
         "runs_table",
         "transcript",
     )
+
+    def get_search_results(self, request, queryset, search_term):
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        if not search_term.strip():
+            return found, duplicates
+        by_content = matching_conversations(conversations=queryset, query=search_term)
+        return found | by_content, duplicates
 
     def get_queryset(self, request):
         return selectors.admin_conversations(conversations=super().get_queryset(request))
@@ -190,6 +204,15 @@ class ConversationAdmin(ReadOnlyAdmin):
     @admin.display(description="metadata")
     def metadata_json(self, obj):
         return format_html("<pre>{}</pre>", pretty_json(obj.metadata))
+
+    @admin.display(description="family")
+    def family(self, obj) -> SafeString:
+        members = list(
+            selectors.conversation_family(
+                conversations=Conversation.objects.all(), conversation=obj
+            )
+        )
+        return render_family(members, current=obj, site=self.admin_site.name)
 
     @admin.display(description="runs")
     def runs_table(self, obj) -> SafeString:

@@ -7,6 +7,7 @@ from django.utils.html import format_html
 
 from conversations import selectors
 from conversations.models import Message, ToolCall
+from conversations.selectors.search import matching_messages
 
 from .display import ReadOnlyAdmin, duration_ms, format_duration, object_link, pretty_json
 from .filters import ToolNameFilter
@@ -108,7 +109,9 @@ class MessageAdmin(ReadOnlyAdmin):
     )
     list_select_related = ("conversation",)
     list_filter = ("role", "created_at")
+    # Searched with the same full-text query as the API (see get_search_results).
     search_fields = ("content",)
+    search_help_text = "Words in contents, tool names, tool arguments or tool results."
     readonly_fields = (
         "conversation_link",
         "position",
@@ -132,6 +135,11 @@ class MessageAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request):
         return selectors.admin_messages(messages=super().get_queryset(request))
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        return matching_messages(messages=queryset, query=search_term), False
 
     @admin.display(description="conversation", ordering="conversation__title")
     def conversation_link(self, obj):

@@ -47,6 +47,7 @@ from conversations.exceptions import (
     RunAlreadyClaimed,
     RunCancelled,
     RunNotRunning,
+    WouldSplitToolCall,
 )
 
 __all__ = [
@@ -71,6 +72,7 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (ApprovalAlreadyDecided, status.HTTP_409_CONFLICT),
     (ApprovalForbidden, status.HTTP_403_FORBIDDEN),
     (BudgetExceeded, status.HTTP_429_TOO_MANY_REQUESTS),
+    (WouldSplitToolCall, status.HTTP_409_CONFLICT),
     # The server is set up wrongly (a key reference that does not resolve, no
     # profile): not the client's fault, and not a bug (500) either.
     (ConfigurationError, status.HTTP_503_SERVICE_UNAVAILABLE),

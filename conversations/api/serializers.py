@@ -407,6 +407,15 @@ class ConversationSerializer(serializers.Serializer[Any]):
     updated_at = serializers.DateTimeField()
     message_count = serializers.IntegerField()
     last_run = serializers.SerializerMethodField()
+    forked_from = serializers.UUIDField(
+        source="forked_from_id", allow_null=True, help_text="The source of this branch."
+    )
+    forked_at_position = serializers.IntegerField(
+        allow_null=True, help_text="The last position copied from the source."
+    )
+    branch_root = serializers.UUIDField(
+        source="branch_root_id", allow_null=True, help_text="The first conversation of the family."
+    )
 
     @extend_schema_field(LastRunSerializer(allow_null=True))
     def get_last_run(self, obj: Any) -> dict[str, Any] | None:
@@ -439,7 +448,8 @@ class ImportInputSerializer(ConversationInputSerializer):
 
     messages = serializers.ListField(
         child=_WireMessageField(),
-        min_length=1,
+        # Empty is allowed: every conversation the export writes can be imported again.
+        min_length=0,
         max_length=MAX_IMPORT_MESSAGES,
         help_text="Chat Completions messages: role, content, tool_calls (arguments as "
         "JSON text or object), tool_call_id, and on a tool message an optional boolean "
@@ -456,6 +466,11 @@ class ConversationListQuerySerializer(serializers.Serializer[Any]):
 
     q = serializers.CharField(
         required=False, allow_blank=True, max_length=200, help_text="Search in titles."
+    )
+    branches = serializers.ChoiceField(
+        choices=["roots", "all"],
+        default="roots",
+        help_text="`roots` (conversations that are not branches) or `all`.",
     )
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path, register_converter
 
-from . import approvals, docs, events, fallback, usage, views
+from . import approvals, branches, data, docs, events, fallback, search, usage, views
 from .converters import RowIdConverter
 
 # Named after the app: converter names are global to the whole project.
@@ -37,6 +37,26 @@ urlpatterns = [
         views.ConversationExportView.as_view(),
         name="conversation-export",
     ),
+    path(
+        "conversations/<uuid:conversation_id>/fork/",
+        branches.ForkView.as_view(),
+        name="conversation-fork",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/messages/<int:position>/edit/",
+        branches.EditMessageView.as_view(),
+        name="conversation-message-edit",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/regenerate/",
+        branches.RegenerateView.as_view(),
+        name="conversation-regenerate",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/branches/",
+        branches.BranchListView.as_view(),
+        name="conversation-branches",
+    ),
     path("runs/<uuid:run_id>/", views.RunDetailView.as_view(), name="run-detail"),
     path("runs/<uuid:run_id>/cancel/", views.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
@@ -51,6 +71,8 @@ urlpatterns = [
         approvals.ToolCallRejectView.as_view(),
         name="tool-call-reject",
     ),
+    path("export/", data.ExportAllView.as_view(), name="export"),
+    path("search/", search.SearchView.as_view(), name="search"),
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
     path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
     path("usage/", usage.UsageView.as_view(), name="usage"),

@@ -109,7 +109,8 @@ class ConversationListView(_ConversationQueries):
     @document(
         operation_id="conversations_list",
         summary="List your conversations",
-        description="Most recently updated first; cursor pagination; `q` searches titles.",
+        description="Most recently updated first; cursor pagination; `q` searches titles; "
+        "branches are listed only with `branches=all`.",
         parameters=[ConversationListQuerySerializer],
         responses={200: ConversationSerializer(many=True), 400: ERR_400_LIST, **AUTH_ERRORS},
         tags=["conversations"],
@@ -119,6 +120,8 @@ class ConversationListView(_ConversationQueries):
         conversations = self.annotated()
         if query.get("q"):
             conversations = conversations.filter(title__icontains=query["q"])
+        if query["branches"] == "roots":
+            conversations = conversations.filter(forked_from__isnull=True)
         page = self.paginate_queryset(conversations)
         return self.get_paginated_response(ConversationSerializer(page, many=True).data)
 

@@ -175,6 +175,12 @@ class Profile(models.Model):
         help_text="Approval of tool calls for every tool of this profile; "
         '"default" defers to each tool.',
     )
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Conversations whose last message is older than this many days are purged "
+        "by manage.py purge_conversations; empty = kept forever.",
+    )
     is_active = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -207,6 +213,10 @@ class Profile(models.Model):
             models.CheckConstraint(
                 condition=Q(approval__in=ApprovalPolicy.values),
                 name="conversations_profile_approval_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(retention_days__gte=1),
+                name="conversations_profile_retention_days_positive",
             ),
         ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -71,6 +72,29 @@ class Conversation(models.Model):
         related_name="conversations",
     )
     metadata = models.JSONField(default=dict, blank=True)
+    # A branch is a conversation of its own; these three say where it came from.
+    forked_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="forks",
+        help_text="The conversation this branch was copied from (empty for a root).",
+    )
+    forked_at_position = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The last position copied from the source; empty when nothing was copied. "
+        "Kept when the source is deleted.",
+    )
+    branch_root = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="family",
+        help_text="The first conversation of the family (itself for a root).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -88,6 +112,13 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.title or f"Conversation {self.pk}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # A conversation created without a family starts its own: every row
+        # names its root, so a family is one indexed lookup.
+        if self.branch_root_id is None and self.forked_from_id is None:
+            self.branch_root_id = self.pk
+        super().save(*args, **kwargs)
 
 
 class Message(models.Model):

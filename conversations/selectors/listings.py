@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db.models import (
+    Case,
     Count,
     Exists,
     IntegerField,
@@ -15,6 +16,7 @@ from django.db.models import (
     Subquery,
     TextField,
     Value,
+    When,
 )
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
@@ -28,6 +30,7 @@ __all__ = [
     "admin_messages",
     "admin_runs",
     "admin_tool_calls",
+    "conversation_family",
     "conversation_messages",
     "conversation_transcript",
     "conversations_with_summary",
@@ -143,6 +146,15 @@ def runs_with_calls(*, runs: QuerySet[Run]) -> QuerySet[Run]:
 def run_with_calls(*, run_id: Any) -> Run:
     """One run, loaded as :func:`runs_with_calls` loads a list of them."""
     return runs_with_calls(runs=Run.objects.filter(pk=run_id)).get()
+
+
+def conversation_family(
+    *, conversations: QuerySet[Conversation], conversation: Conversation
+) -> QuerySet[Conversation]:
+    """The members of ``conversations`` in ``conversation``'s family, root first, then by age."""
+    root = conversation.branch_root_id or conversation.pk
+    is_root = Case(When(pk=root, then=Value(0)), default=Value(1), output_field=IntegerField())
+    return conversations.filter(branch_root_id=root).order_by(is_root, "created_at", "pk")
 
 
 def owned_conversations(*, user: Any) -> QuerySet[Conversation]:

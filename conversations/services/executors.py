@@ -40,8 +40,11 @@ def uses_workers() -> bool:
     return app_settings().EXECUTOR == "celery"
 
 
-def submit_message(*, conversation: Conversation, content: str) -> Run:
+def submit_message(*, conversation: Conversation, content: str | None) -> Run:
     """Answer a user message with the configured executor; return its run.
+
+    ``content=None`` stores no new message: the model answers the history as
+    it stands (regenerating an answer in a branch).
 
     ``inline``: the finished run (this is :func:`run_tool_loop`). ``celery``:
     the run as started, still ``running`` (or ``failed`` with code

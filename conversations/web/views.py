@@ -50,7 +50,10 @@ def chat(request: HttpRequest, conversation_id: UUID | None = None) -> HttpRespo
             # Another user's conversation is indistinguishable from a missing one.
             raise Http404("No such conversation.")
     context = {
-        "conversations": conversations.order_by("-updated_at")[:RECENT_CONVERSATIONS],
+        # Branches are reached through the version switches, as in the API's list.
+        "conversations": conversations.filter(forked_from__isnull=True).order_by("-updated_at")[
+            :RECENT_CONVERSATIONS
+        ],
         "current": current,
         "api_root": api_root(),
         "chat_url": reverse("conversations_web:chat"),

@@ -36,6 +36,9 @@ def test_list_shows_each_conversation_with_counts_and_last_run(api, history, dem
         "updated_at": item["updated_at"],
         "message_count": 5,
         "last_run": {"id": str(history.pk), "status": "completed"},
+        "forked_from": None,
+        "forked_at_position": None,
+        "branch_root": str(demo_conversation.pk),
     }
 
 

@@ -33,11 +33,12 @@ def own_ids(history, demo_conversation) -> dict[str, str]:
         "conversation_id": str(demo_conversation.pk),
         "run_id": str(history.pk),
         "tool_call_id": str(call.pk),
+        "position": "0",
     }
 
 
 def test_the_routes_cover_the_whole_api():
-    assert len(ROUTES) == 17
+    assert len(ROUTES) == 23
     assert {p.name for p in ROUTES} >= {"conversation-list", "conversation-import", "docs"}
 
 

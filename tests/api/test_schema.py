@@ -45,6 +45,42 @@ OPERATIONS = {
     },
     ("/api/runs/{run_id}/", "get"): {"200", "401", "403", "404"},
     ("/api/runs/{run_id}/cancel/", "post"): {"202", "401", "403", "404", "409"},
+    ("/api/conversations/{conversation_id}/fork/", "post"): {
+        "201",
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+    },
+    ("/api/conversations/{conversation_id}/messages/{position}/edit/", "post"): {
+        "201",
+        "202",
+        "400",
+        "401",
+        "403",
+        "404",
+        "413",
+        "429",
+        "502",
+        "503",
+        "504",
+    },
+    ("/api/conversations/{conversation_id}/regenerate/", "post"): {
+        "201",
+        "202",
+        "400",
+        "401",
+        "403",
+        "404",
+        "429",
+        "502",
+        "503",
+        "504",
+    },
+    ("/api/conversations/{conversation_id}/branches/", "get"): {"200", "401", "403", "404"},
+    ("/api/search/", "get"): {"200", "400", "401", "403"},
+    ("/api/export/", "get"): {"200", "401", "403"},
     ("/api/tools/", "get"): {"200", "401", "403"},
     ("/api/profiles/", "get"): {"200", "401", "403"},
     ("/api/approvals/", "get"): {"200", "401", "403"},
@@ -73,7 +109,10 @@ OPERATIONS = {
 WITHOUT_BODY = {
     ("/api/runs/{run_id}/cancel/", "post"),
     ("/api/tool-calls/{tool_call_id}/approve/", "post"),
+    ("/api/conversations/{conversation_id}/regenerate/", "post"),
 }
+DOWNLOADS = {("/api/export/", "get", "200"): "application/jsonl"}
+"""Answers that are files, not JSON: their media type."""
 """Unsafe operations that take no request body."""
 
 
@@ -103,7 +142,8 @@ def test_every_operation_describes_its_bodies_and_errors(schema):
         assert operation["operationId"] and operation["summary"]
         assert {"tokenAuth": []} in operation["security"]
         for code in codes - {"204"}:
-            assert "application/json" in operation["responses"][code]["content"], (path, code)
+            media = DOWNLOADS.get((path, method, code), "application/json")
+            assert media in operation["responses"][code]["content"], (path, code)
         if method in {"post", "patch"} and (path, method) not in WITHOUT_BODY:
             assert "application/json" in operation["requestBody"]["content"]
         if (path, method) in WITHOUT_BODY:

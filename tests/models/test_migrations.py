@@ -6,7 +6,13 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-POSTGRES_TRIGGERS = {
+from conversations.services.search_index import (
+    POSTGRES_SEARCH_FUNCTIONS,
+    POSTGRES_SEARCH_TRIGGERS,
+    SQLITE_SEARCH_TRIGGERS,
+)
+
+RULE_TRIGGERS = {
     "conversations_message_answer_kept",
     "conversations_message_answer_pairing",
     "conversations_message_immutable",
@@ -18,7 +24,10 @@ POSTGRES_TRIGGERS = {
     "conversations_toolcall_immutable",
     "conversations_toolcall_no_orphans",
 }
-SQLITE_TRIGGERS = POSTGRES_TRIGGERS - {"conversations_message_answer_kept"}
+POSTGRES_TRIGGERS = RULE_TRIGGERS | set(POSTGRES_SEARCH_TRIGGERS)
+SQLITE_TRIGGERS = RULE_TRIGGERS - {"conversations_message_answer_kept"} | set(
+    SQLITE_SEARCH_TRIGGERS
+)
 
 
 def installed_triggers() -> set[str]:
@@ -56,7 +65,7 @@ def test_every_trigger_is_installed(db):
     # On SQLite a later migration that rebuilds a table drops its triggers: this notices.
     assert installed_triggers() == expected_triggers()
     if connection.vendor == "postgresql":
-        assert installed_functions() == POSTGRES_TRIGGERS
+        assert installed_functions() == RULE_TRIGGERS | set(POSTGRES_SEARCH_FUNCTIONS)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -70,3 +79,27 @@ def test_migrating_to_zero_and_back():
         call_command("migrate", "conversations", verbosity=0)
     assert installed_triggers() == expected_triggers()
     assert "conversations_message" in connection.introspection.table_names()
+
+
+def test_the_search_index_can_be_installed_again_after_a_rebuild_dropped_it(db):
+    from conversations.domain import ChatMessage
+    from conversations.models import Conversation
+    from conversations.services.messages import append_messages
+    from conversations.services.search_index import install_search_index
+
+    conversation = Conversation.objects.create(owner=_user(), title="t")
+    with connection.cursor() as cursor:
+        for name in SQLITE_SEARCH_TRIGGERS if connection.vendor == "sqlite" else ():
+            cursor.execute(f"DROP TRIGGER {name}")
+    install_search_index(connection)
+    assert installed_triggers() == expected_triggers()
+    append_messages(conversation=conversation, messages=[ChatMessage.user("porphyry")])
+    from conversations.selectors.search import search_messages
+
+    assert search_messages(query="porphyry", user=None).count() == 1
+
+
+def _user():
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username="search-index")

@@ -7,7 +7,10 @@ import uuid
 import pytest
 from django.urls import reverse
 
+from conversations.domain import ChatMessage
 from conversations.models import Conversation
+from conversations.services import append_messages
+from conversations.services.branches import fork_conversation
 
 pytestmark = pytest.mark.django_db
 
@@ -119,3 +122,13 @@ def test_the_page_lists_a_bounded_number_of_conversations(
         html = client.get("/chat/").content.decode()
 
     assert html.count('class="llm-conv-title"') == 50
+
+
+def test_the_sidebar_lists_roots_and_a_branch_still_opens(client, user, conversation):
+    append_messages(conversation=conversation, messages=[ChatMessage.user("hello")])
+    branch = fork_conversation(conversation=conversation, position=0)
+    client.force_login(user)
+    page = client.get(f"/chat/{branch.pk}/")
+    assert page.status_code == 200
+    assert [c.pk for c in page.context["conversations"]] == [conversation.pk]
+    assert page.context["current"] == branch

@@ -64,6 +64,7 @@
     pending: null, // the element showing a user message not stored yet
     nextConversations: null,
     loadToken: 0, // bumped whenever another conversation is opened
+    family: [], // the open conversation's family (GET branches/)
   };
 
   const isCurrent = (id) => Boolean(state.conversation) && state.conversation.id === id;
@@ -80,6 +81,8 @@
       }
       if (name === "className") {
         node.className = value;
+      } else if (name === "onclick" && typeof value === "function") {
+        node.addEventListener("click", value);
       } else {
         node.setAttribute(name, value === true ? "" : String(value));
       }
@@ -228,6 +231,7 @@
     if (!busy) {
       setProgress("");
     }
+    decorate(); // no edit or regenerate while a run goes on
   }
 
   /** What the current run has done so far, from the messages after ``since``. */
@@ -510,10 +514,12 @@
       }
     }
     [...messages].sort((a, b) => a.position - b.position).forEach(renderMessage);
+    decorate();
     scrollToEnd();
   }
 
   function resetTranscript(text) {
+    state.family = [];
     state.messages = new Map();
     state.results = new Map();
     state.lastPosition = -1;
@@ -700,6 +706,10 @@
       }
       if (!state.messages.size) {
         resetTranscript("No messages yet. Ask something below.");
+      }
+      await loadFamily(id, stale);
+      if (stale()) {
+        return;
       }
       if (conversation.last_run && conversation.last_run.status === "running" && !state.busy) {
         attachToRun(conversation.id, conversation.last_run); // still being answered
@@ -991,6 +1001,167 @@
     );
     if (!stored && !ui.input.value) {
       ui.input.value = content;
+    }
+  }
+
+  // Branches: edit, regenerate, switch -------------------------------------------------
+  //
+  // An edit or a regeneration never changes a conversation: the API copies the
+  // start of it into a new branch and answers there, and the page opens the
+  // branch. The family (GET branches/) gives each member's source and cut; a
+  // branch differs from its source from ``forked_at_position + 1`` on (from 0
+  // when nothing was copied), which is where the "2 / 3" switch is shown.
+
+  const divergence = (conversation) =>
+    conversation.forked_at_position === null ? 0 : conversation.forked_at_position + 1;
+
+  /** position -> {options, current}: the conversations to switch between at that message. */
+  function branchSwitches(family, currentId) {
+    const byId = new Map(family.map((member) => [member.id, member]));
+    const childrenAt = (parentId, position) =>
+      family.filter((member) => member.forked_from === parentId && divergence(member) === position);
+    const switches = new Map();
+    let member = byId.get(currentId);
+    let limit = Infinity; // positions from here on belong to a descendant already seen
+    while (member) {
+      const parent = member.forked_from ? byId.get(member.forked_from) : undefined;
+      const low = parent ? divergence(member) : 0;
+      for (const child of family) {
+        const position = child.forked_from === member.id ? divergence(child) : -1;
+        if (position >= low && position < limit && !switches.has(position)) {
+          switches.set(position, { options: [member, ...childrenAt(member.id, position)], current: member.id });
+        }
+      }
+      if (parent && low < limit) {
+        const options = [parent, ...childrenAt(parent.id, low)];
+        for (const child of childrenAt(member.id, low)) {
+          options.push(child);
+        }
+        switches.set(low, { options, current: member.id });
+      }
+      limit = Math.min(limit, low);
+      member = parent;
+    }
+    return switches;
+  }
+
+  async function loadFamily(id, stale) {
+    try {
+      const family = await api("GET", `${conversationUrl(id)}branches/`);
+      if (!stale()) {
+        state.family = Array.isArray(family) ? family : [];
+        decorate();
+      }
+    } catch {
+      // Without the family the page still works; there is just no switch.
+    }
+  }
+
+  function buildSwitch(position, choice) {
+    const index = choice.options.findIndex((option) => option.id === choice.current);
+    const go = (step) => {
+      const target = choice.options[(index + step + choice.options.length) % choice.options.length];
+      if (!state.busy && target && target.id !== state.conversation.id) {
+        openConversation(target.id, true);
+      }
+    };
+    return el(
+      "nav",
+      { className: "llm-branch-switch", "aria-label": `Versions of message ${position + 1}` },
+      el("button", { type: "button", className: "llm-secondary", "aria-label": "Previous version", onclick: () => go(-1) }, "‹"),
+      el("span", { className: "llm-branch-count" }, `${index + 1} / ${choice.options.length}`),
+      el("button", { type: "button", className: "llm-secondary", "aria-label": "Next version", onclick: () => go(1) }, "›")
+    );
+  }
+
+  /** The edit and regenerate buttons and the version switches, redrawn after each change. */
+  function decorate() {
+    ui.transcript.querySelectorAll(".llm-msg-actions, .llm-branch-switch").forEach((node) => node.remove());
+    if (!state.conversation || !state.conversation.id) {
+      return;
+    }
+    const articles = [...ui.transcript.querySelectorAll(".llm-msg[data-position]")];
+    const switches = branchSwitches(state.family || [], state.conversation.id);
+    for (const article of articles) {
+      const choice = switches.get(Number(article.dataset.position));
+      if (choice && choice.options.length > 1) {
+        article.append(buildSwitch(Number(article.dataset.position), choice));
+      }
+    }
+    if (state.busy) {
+      return;
+    }
+    for (const article of articles) {
+      if (article.classList.contains("llm-msg-user") && !article.querySelector("form")) {
+        const position = Number(article.dataset.position);
+        article.append(
+          el(
+            "p",
+            { className: "llm-msg-actions" },
+            el("button", { type: "button", className: "llm-secondary", onclick: () => startEdit(article, position) }, "Edit")
+          )
+        );
+      }
+    }
+    const last = articles[articles.length - 1];
+    if (last && last.classList.contains("llm-msg-assistant")) {
+      last.append(
+        el(
+          "p",
+          { className: "llm-msg-actions" },
+          el("button", { type: "button", className: "llm-secondary", onclick: regenerate }, "Regenerate")
+        )
+      );
+    }
+  }
+
+  function startEdit(article, position) {
+    const message = state.messages.get(position);
+    const box = el("textarea", { className: "llm-edit-box", rows: 3, "aria-label": "Edited message" });
+    box.value = (message && message.content) || "";
+    const form = el(
+      "form",
+      { className: "llm-edit" },
+      box,
+      el("button", { type: "submit" }, "Send in a new branch"),
+      el("button", { type: "button", className: "llm-secondary", onclick: () => renderMessage(message) }, "Cancel")
+    );
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (box.value.trim()) {
+        branchTurn(`${conversationUrl(state.conversation.id)}messages/${position}/edit/`, { content: box.value });
+      }
+    });
+    article.querySelectorAll(".llm-msg-text, .llm-msg-actions").forEach((node) => node.remove());
+    article.append(form);
+    box.focus();
+  }
+
+  function regenerate() {
+    branchTurn(`${conversationUrl(state.conversation.id)}regenerate/`, undefined);
+  }
+
+  /** POST an edit or a regeneration, then open the branch it answered in. */
+  async function branchTurn(url, body) {
+    if (state.busy) {
+      return;
+    }
+    hideError();
+    setBusy(true);
+    setProgress("Answering in a new branch…");
+    let result = null;
+    try {
+      result = await api("POST", url, body);
+    } catch (error) {
+      showError(error);
+      setBusy(false);
+      decorate();
+      return;
+    }
+    setBusy(false);
+    await openConversation(result.conversation.id, true);
+    if (result.run && result.run.status !== "running") {
+      reportRun(result.run);
     }
   }
 

@@ -1,0 +1,164 @@
+"""Message search on PostgreSQL: latency of the API's page query over a large history.
+
+Builds a throwaway database beside the one ``--postgres-url`` (else
+``DATABASE_URL``, else ``postgres://postgres@127.0.0.1:5432/bench``) names,
+migrates it, stores ``--messages`` messages (default 200,000) for ``--users``
+users through the ORM (so the database's triggers index every row, as in
+production), runs ``ANALYZE``, then times ``--queries`` searches (default 100,
+half one word, half two words, each by a random owner) and prints p50, p95 and
+the maximum. What is timed is what ``GET /api/search/`` asks the database for
+one page: the ranked, filtered query with its snippets, 21 rows. Query words
+are half common (frequency ranks 50 to 2,000 of a Zipf-distributed vocabulary
+of 20,000 pseudo-words), half drawn from the whole vocabulary. It asserts
+nothing; ``docs/performance.md`` records a run.
+
+    .venv/bin/python bench/search.py
+    .venv/bin/python bench/search.py --messages 50000 --queries 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse, urlunparse
+
+from postgres_admin import postgres_admin  # bench/ is sys.path[0] when run as a script
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
+MESSAGES_PER_CONVERSATION = 100
+VOCABULARY = 20_000
+
+
+def words(rng: random.Random) -> list[str]:
+    """A vocabulary of pseudo-words; drawn with Zipf-like weights, as natural text is."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    seen: set[str] = set()
+    while len(seen) < VOCABULARY:
+        seen.add("".join(rng.choice(letters) for _ in range(rng.randint(3, 9))))
+    return sorted(seen)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--postgres-url", default=None)
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--users", type=int, default=10)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=17)
+    args = parser.parse_args(argv)
+
+    url = args.postgres_url or os.environ.get("DATABASE_URL", "")
+    if urlparse(url).scheme not in {"postgres", "postgresql", "pgsql"}:
+        url = DEFAULT_POSTGRES_URL
+    parsed = urlparse(url)
+    base = unquote(parsed.path.lstrip("/")) or "bench"
+    name = f"{base}_search_{uuid.uuid4().hex[:8]}"
+    postgres_admin(parsed, f'CREATE DATABASE "{name}"')
+    os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    os.environ["DJANGO_DEBUG"] = "0"
+    try:
+        import django
+
+        django.setup()
+        run(args)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return 0
+
+
+def run(args: argparse.Namespace) -> None:
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+
+    from conversations.domain import ChatMessage, ToolCall
+    from conversations.models import Conversation, Message
+    from conversations.selectors.search import search_messages
+    from conversations.services.messages import append_messages
+
+    call_command("migrate", verbosity=0)
+    rng = random.Random(args.seed)
+    vocabulary = words(rng)
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+    users = [get_user_model().objects.create_user(username=f"bench{i}") for i in range(args.users)]
+
+    started = time.perf_counter()
+    conversations = max(1, args.messages // MESSAGES_PER_CONVERSATION)
+    for index in range(conversations):
+        conversation = Conversation.objects.create(
+            owner=users[index % len(users)], title=f"c{index}"
+        )
+        batch = []
+        for position in range(MESSAGES_PER_CONVERSATION - 4):
+            text = " ".join(rng.choices(vocabulary, weights, k=rng.randint(8, 30)))
+            role = "user" if position % 2 == 0 else "assistant"
+            batch.append(
+                Message(conversation=conversation, position=position, role=role, content=text)
+            )
+        Message.objects.bulk_create(batch)
+        # One tool turn per conversation: a call with arguments, its result, the answer.
+        city = rng.choices(vocabulary, weights)[0]
+        append_messages(
+            conversation=conversation,
+            messages=[
+                ChatMessage.user(f"weather in {city}?"),
+                ChatMessage.assistant_tool_calls(
+                    [ToolCall(id="c1", name="get_weather", arguments={"city": city})]
+                ),
+                ChatMessage.tool_result("c1", f'{{"city": "{city}", "sky": "clear"}}'),
+                ChatMessage.assistant(f"It is clear in {city}."),
+            ],
+        )
+        if (index + 1) % 200 == 0:
+            print(f"  {(index + 1) * MESSAGES_PER_CONVERSATION} messages stored", flush=True)
+    stored = Message.objects.count()
+    print(f"stored {stored} messages in {time.perf_counter() - started:.0f} s")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+    queries: list[tuple[Any, str]] = []
+    for index in range(args.queries):
+        count = 1 if index % 2 == 0 else 2
+        # Half common words (frequency ranks 50 to 2,000: the very top of a Zipf
+        # vocabulary is stop words, which nobody searches for), half any word.
+        pool = vocabulary[50:2000] if index % 4 < 2 else vocabulary
+        queries.append((rng.choice(users), " ".join(rng.sample(pool, count))))
+    for user, text in queries[:5]:  # warm the caches
+        list(search_messages(query=text, user=user)[:21])
+    timings: list[float] = []
+    found = 0
+    for user, text in queries:
+        begin = time.perf_counter()
+        rows = list(search_messages(query=text, user=user)[:21])
+        timings.append((time.perf_counter() - begin) * 1000)
+        found += len(rows)
+
+    def p95(values: list[float]) -> float:
+        ordered = sorted(values)
+        return ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+    print(
+        f"{len(timings)} searches over {stored} messages ({len(users)} users): "
+        f"p50 {statistics.median(timings):.1f} ms, p95 {p95(timings):.1f} ms, "
+        f"max {max(timings):.1f} ms; {found} rows returned"
+    )
+    for count in (1, 2):
+        chosen = [t for (_, q), t in zip(queries, timings, strict=True) if len(q.split()) == count]
+        print(f"  {count} word(s): {len(chosen)} searches, p95 {p95(chosen):.1f} ms")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

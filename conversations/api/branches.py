@@ -1,0 +1,190 @@
+"""Branch endpoints: fork, edit a user message, regenerate the answer, list the family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from conversations import selectors
+from conversations.models import Conversation, Run
+from conversations.services import branches as history
+from conversations.services import submit_message, uses_workers
+
+from .errors import blame_configuration, error_body, status_for_code
+from .schema import document
+from .serializers import (
+    ConversationSerializer,
+    MessageInputSerializer,
+    MessageSerializer,
+    PostMessageResultSerializer,
+    RunSerializer,
+)
+from .throttling import MessageRateThrottle
+from .views import AUTH_ERRORS, ERR_400, ERR_404, _ConversationQueries, _error
+
+__all__ = ["BranchListView", "EditMessageView", "ForkView", "RegenerateView"]
+
+ERR_409_SPLIT = _error(
+    "The cut would leave a tool call without its result (`would_split_tool_call`)."
+)
+
+
+class ForkInputSerializer(serializers.Serializer[Any]):
+    """Where to cut."""
+
+    position = serializers.IntegerField(
+        min_value=0,
+        max_value=2**31 - 1,
+        help_text="The last position copied into the branch (messages 0..position).",
+    )
+
+
+class TurnResultSerializer(PostMessageResultSerializer):
+    """A branch and what its run produced."""
+
+    conversation = ConversationSerializer(help_text="The new branch.")
+
+
+class ForkView(_ConversationQueries):
+    """Copy the start of a conversation into a new branch."""
+
+    @document(
+        operation_id="conversations_fork",
+        summary="Fork a conversation",
+        description=(
+            "Copies messages `0..position` (calls, their statuses and results; not runs) into "
+            "a new conversation of yours, `forked_from` this one. 409 `would_split_tool_call` "
+            "when a copied call's result lies after the cut."
+        ),
+        request=ForkInputSerializer,
+        responses={
+            201: ConversationSerializer,
+            400: ERR_400,
+            404: ERR_404,
+            409: ERR_409_SPLIT,
+            **AUTH_ERRORS,
+        },
+        tags=["branches"],
+    )
+    def post(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        serializer = ForkInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        branch = history.fork_conversation(
+            conversation=conversation, position=serializer.validated_data["position"]
+        )
+        return self.show(branch.pk, status.HTTP_201_CREATED)
+
+
+class _TurnView(_ConversationQueries):
+    """Answers like posting a message does, plus the branch."""
+
+    def get_throttles(self) -> list[Any]:
+        return [*super().get_throttles(), MessageRateThrottle()]
+
+    def answer(self, request: Request, branch: Conversation, content: str | None) -> Response:
+        queued = uses_workers()
+        with blame_configuration():
+            run = submit_message(conversation=branch, content=content)
+        run = selectors.run_with_calls(run_id=run.pk)
+        branch = self.annotated().get(pk=branch.pk)
+        result = {
+            "conversation": ConversationSerializer(branch).data,
+            "run": RunSerializer(run).data,
+            "messages": MessageSerializer(selectors.run_messages(run=run), many=True).data,
+        }
+        mapped = status_for_code(run.error_code) if run.status == Run.Status.FAILED else None
+        if mapped is not None and mapped >= 500:
+            return Response({**error_body(run.error_code, run.error_message), **result}, mapped)
+        url = request.build_absolute_uri(reverse("conversations:run-detail", args=[run.pk]))
+        if not queued:
+            return Response(result, status=status.HTTP_201_CREATED, headers={"Location": url})
+        events = request.build_absolute_uri(reverse("conversations:run-events", args=[run.pk]))
+        return Response(
+            {**result, "url": url, "events": events},
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": url},
+        )
+
+
+_TURN_RESPONSES = {
+    201: TurnResultSerializer,
+    202: _error("Queued for a worker (`celery` executor), with `url` and `events`."),
+    400: ERR_400,
+    404: ERR_404,
+    **AUTH_ERRORS,
+    429: _error("Too many messages; see `Retry-After` (`throttled`)."),
+    502: _error("The provider failed (with the run and its messages)."),
+    503: _error("The provider or the task queue is unavailable, or the profile is unusable."),
+    504: _error("The provider timed out."),
+}
+_EDIT_RESPONSES = {
+    **_TURN_RESPONSES,
+    413: _error("The content is larger than allowed (`content_too_large`)."),
+}
+
+
+class EditMessageView(_TurnView):
+    """Edit a user message: its new content is answered in a new branch."""
+
+    @document(
+        operation_id="conversations_messages_edit",
+        summary="Edit a user message (in a new branch)",
+        description=(
+            "Forks just before the user message at `position` and posts `content` in the "
+            "branch, running the tool loop as posting a message does (201, 202 or a "
+            "provider failure). The original conversation is not changed."
+        ),
+        request=MessageInputSerializer,
+        responses=_EDIT_RESPONSES,
+        tags=["branches"],
+    )
+    def post(self, request: Request, conversation_id: Any, position: int) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        serializer = MessageInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        branch = history.branch_for_edit(conversation=conversation, position=position)
+        return self.answer(request, branch, serializer.validated_data["content"])
+
+
+class RegenerateView(_TurnView):
+    """Answer the last user message again, in a new branch."""
+
+    @document(
+        operation_id="conversations_regenerate",
+        summary="Regenerate the last answer (in a new branch)",
+        description=(
+            "Forks just after the last user message and runs the tool loop again in the "
+            "branch; answers as posting a message does. 400 `nothing_to_regenerate` "
+            "without a user message."
+        ),
+        request=None,
+        responses=_TURN_RESPONSES,
+        tags=["branches"],
+    )
+    def post(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        branch = history.branch_for_regenerate(conversation=conversation)
+        return self.answer(request, branch, None)
+
+
+class BranchListView(_ConversationQueries):
+    """Every conversation of the family this one belongs to."""
+
+    @document(
+        operation_id="conversations_branches",
+        summary="List the branches of a conversation's family",
+        description="The root first, then each branch in creation order, with where it forked.",
+        responses={200: ConversationSerializer(many=True), 404: ERR_404, **AUTH_ERRORS},
+        tags=["branches"],
+    )
+    def get(self, request: Request, conversation_id: Any) -> Response:
+        conversation = self.get_conversation(conversation_id)
+        family = selectors.conversation_family(
+            conversations=self.annotated(), conversation=conversation
+        )
+        return Response(ConversationSerializer(family, many=True).data)

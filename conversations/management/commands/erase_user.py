@@ -1,0 +1,44 @@
+"""``manage.py erase_user USERNAME``: delete or redact everything a user owns."""
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from conversations.services.retention import MODES, erase_user
+
+from .purge_conversations import write_report
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete (or redact) every conversation of a user, with all its messages, calls and "
+        "runs. Conversations with a running run are skipped and reported: run it again."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username", help="The user's username.")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Report what would be done; change nothing."
+        )
+        parser.add_argument(
+            "--mode",
+            choices=MODES,
+            default="delete",
+            help="delete (default) or redact (keep shape, runs and usage; replace the contents).",
+        )
+
+    def handle(
+        self,
+        *args: Any,
+        username: str,
+        dry_run: bool = False,
+        mode: str = "delete",
+        **options: Any,
+    ) -> None:
+        users = get_user_model()._default_manager
+        try:
+            user = users.get_by_natural_key(username)
+        except users.model.DoesNotExist:
+            raise CommandError(f"no user with username {username!r}") from None
+        write_report(self, erase_user(user=user, mode=mode, dry_run=dry_run))

@@ -1,0 +1,163 @@
+"""Data protection: purge conversations past their retention, erase a user, redact a history.
+
+Two modes. ``delete`` removes whole conversations (always allowed: a
+conversation goes with all its messages, calls and runs). ``redact`` keeps
+the shape and the accounting: message contents, tool arguments and results
+become ``CONVERSATIONS["REDACTION_MARKER"]``, titles, metadata, provider
+metadata, tool errors and run texts are emptied, and roles, positions, call
+ids, statuses, runs, usage and costs stay. Only columns no rule reads are
+changed, so every database rule still holds and the history is still one
+every provider accepts.
+
+A conversation with a running run (executing, or waiting for a worker) is
+never touched: it is skipped and reported, and the next purge takes it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.db import transaction
+from django.db.models import DateTimeField, Max, Q, QuerySet
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from conversations.conf import app_settings
+from conversations.exceptions import ConversationBusy, InvalidArgumentError
+from conversations.models import Conversation, Message, Profile, Run, ToolCall
+
+from .conversations import delete_conversation
+
+__all__ = [
+    "MODES",
+    "RetentionReport",
+    "erase_user",
+    "expired_conversations",
+    "purge_conversations",
+    "redact_conversation",
+]
+
+MODES: Final = ("delete", "redact")
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionReport:
+    """What a purge or an erasure did (or, in a dry run, would do)."""
+
+    mode: str
+    """``delete`` or ``redact``."""
+    dry_run: bool
+    """Nothing was changed."""
+    done: tuple[uuid.UUID, ...]
+    """The conversations deleted or redacted (or that would be)."""
+    skipped: tuple[uuid.UUID, ...]
+    """The conversations left alone because a run is running on them."""
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise InvalidArgumentError(
+            f"mode must be one of {', '.join(MODES)}, got {mode!r}",
+            code="invalid_mode",
+            field="mode",
+        )
+
+
+def expired_conversations(*, now: datetime | None = None) -> QuerySet[Conversation]:
+    """Conversations whose last message (or creation, when empty) is older than their retention.
+
+    Conversations whose profile has no ``retention_days`` (or that have no
+    profile) are kept forever. One subquery per profile with a retention.
+    """
+    now = now or timezone.now()
+    last_activity = Coalesce(
+        Max("messages__created_at"), "created_at", output_field=DateTimeField()
+    )
+    condition = Q(pk__in=[])
+    for profile in Profile.objects.filter(retention_days__isnull=False).only(
+        "pk", "retention_days"
+    ):
+        assert profile.retention_days is not None
+        cutoff = now - timedelta(days=profile.retention_days)
+        expired = (
+            Conversation.objects.filter(profile=profile)
+            .annotate(last_activity=last_activity)
+            .filter(last_activity__lt=cutoff)
+            .values("pk")
+        )
+        condition |= Q(pk__in=expired)
+    return Conversation.objects.filter(condition).order_by("created_at", "pk")
+
+
+def purge_conversations(
+    *, mode: str = "delete", dry_run: bool = False, now: datetime | None = None
+) -> RetentionReport:
+    """Delete or redact every conversation past its profile's retention."""
+    _check_mode(mode)
+    return _apply(expired_conversations(now=now), mode=mode, dry_run=dry_run)
+
+
+def erase_user(*, user: Any, mode: str = "delete", dry_run: bool = False) -> RetentionReport:
+    """Delete or redact everything ``user`` owns (their conversations and all in them)."""
+    _check_mode(mode)
+    owned = Conversation.objects.filter(owner=user).order_by("created_at", "pk")
+    return _apply(owned, mode=mode, dry_run=dry_run)
+
+
+def _apply(conversations: QuerySet[Conversation], *, mode: str, dry_run: bool) -> RetentionReport:
+    busy = set(
+        Run.objects.filter(
+            conversation__in=conversations.values("pk"), status=Run.Status.RUNNING
+        ).values_list("conversation_id", flat=True)
+    )
+    done: list[uuid.UUID] = []
+    skipped: list[uuid.UUID] = []
+    for conversation in conversations.iterator(chunk_size=500):
+        pk = conversation.pk  # a deleted instance forgets it
+        if pk in busy:
+            skipped.append(pk)
+            continue
+        if not dry_run:
+            try:
+                if mode == "delete":
+                    _delete(conversation)
+                else:
+                    redact_conversation(conversation=conversation)
+            except ConversationBusy:
+                # A run started since the list was read.
+                skipped.append(pk)
+                continue
+        done.append(pk)
+    return RetentionReport(mode=mode, dry_run=dry_run, done=tuple(done), skipped=tuple(skipped))
+
+
+def _delete(conversation: Conversation) -> None:
+    # The branches of a deleted conversation stay; they only lose the link.
+    delete_conversation(conversation=conversation)
+
+
+def redact_conversation(*, conversation: Conversation) -> None:
+    """Replace the contents of ``conversation`` with the marker, keeping its shape and usage.
+
+    Raises :class:`ConversationBusy` while a run is running on it.
+    """
+    marker = app_settings().REDACTION_MARKER
+    with transaction.atomic():
+        # Taking the row lock first orders this against append_messages.
+        Conversation.objects.select_for_update(no_key=True).filter(pk=conversation.pk).exists()
+        if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
+            raise ConversationBusy("a run is running on this conversation; try again later")
+        messages = Message.objects.filter(conversation=conversation)
+        messages.exclude(content="").update(content=marker)
+        messages.exclude(provider_metadata={}).update(provider_metadata={})
+        calls = ToolCall.objects.filter(conversation=conversation)
+        calls.exclude(arguments={}).update(arguments={"redacted": marker})
+        calls.filter(raw_arguments__isnull=False).update(raw_arguments=marker)
+        calls.exclude(error="").update(error="")
+        Run.objects.filter(conversation=conversation).update(error_message="", final_content="")
+        Conversation.objects.filter(pk=conversation.pk).update(
+            title="", metadata={}, updated_at=timezone.now()
+        )
