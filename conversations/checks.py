@@ -28,6 +28,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         "TOOL_RESULT_MAX_BYTES",
         "RUN_LEASE_SECONDS",
         "MAX_CONTENT_BYTES",
+        "MAX_JSON_DEPTH",
     )
     for name in positive_ints:
         value = getattr(conf, name)

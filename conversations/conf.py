@@ -20,6 +20,8 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from conversations.domain.messages import set_max_arguments_depth
+
 __all__ = ["DEFAULTS", "ConversationsSettings", "app_settings"]
 
 
@@ -47,6 +49,9 @@ class ConversationsSettings:
     """Default provider timeout in seconds (a provider record may override it)."""
     HTTP_MAX_RETRIES: int = 2
     """Default retries on 429/5xx/connection errors (a provider record may override it)."""
+    MAX_JSON_DEPTH: int = 64
+    """Deepest nesting accepted in a request body or in tool arguments; deeper provider
+    arguments are kept as raw text and never executed."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}
@@ -70,3 +75,11 @@ def unknown_keys() -> list[str]:
 def _reset_settings(*, setting: str, **kwargs: Any) -> None:
     if setting == "CONVERSATIONS":
         app_settings.cache_clear()
+        apply_limits()
+
+
+def apply_limits() -> None:
+    """Hand the limits the domain enforces (it never reads Django settings) to it."""
+    depth = app_settings().MAX_JSON_DEPTH
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 1:
+        set_max_arguments_depth(depth)

@@ -18,6 +18,7 @@ to clients unchanged, so codes are part of the public contract.
         ├── ProviderRateLimited             429 (``retry_after`` in seconds, if sent)
         ├── ProviderHTTPError               any other non-2xx (``status_code``, short body)
         └── ProviderResponseError           a 2xx body we cannot understand
+            └── ProviderInvalidResponse     a value the store cannot hold, or too big
 
 This module imports nothing from Django so that the pure domain layer can use it.
 Messages never contain secrets: provider errors carry a redacted, truncated body.
@@ -35,6 +36,7 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "ProviderHTTPError",
+    "ProviderInvalidResponse",
     "ProviderRateLimited",
     "ProviderResponseError",
     "ProviderTimeout",
@@ -169,3 +171,9 @@ class ProviderResponseError(ProviderError):
     """The provider answered 2xx with a body we cannot understand."""
 
     code = "provider_bad_response"
+
+
+class ProviderInvalidResponse(ProviderResponseError):
+    """The answer holds a value the store cannot hold (an over-long id) or is too big."""
+
+    code = "invalid_response"

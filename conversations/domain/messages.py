@@ -10,7 +10,33 @@ from typing import Any
 
 from conversations.exceptions import InvalidArgumentError
 
-__all__ = ["ChatMessage", "Role", "ToolCall", "normalise_messages"]
+from .storable import dumps_compact, json_depth, text_depth_excess
+
+__all__ = [
+    "ChatMessage",
+    "Role",
+    "ToolCall",
+    "max_arguments_depth",
+    "normalise_messages",
+    "set_max_arguments_depth",
+]
+
+DEFAULT_MAX_ARGUMENTS_DEPTH = 64
+_limits = {"arguments_depth": DEFAULT_MAX_ARGUMENTS_DEPTH}
+
+
+def max_arguments_depth() -> int:
+    """How deeply tool arguments may nest and still be decoded (and so executed)."""
+    return _limits["arguments_depth"]
+
+
+def set_max_arguments_depth(depth: int) -> None:
+    """Set that depth (the app does, from ``CONVERSATIONS["MAX_JSON_DEPTH"]``)."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InvalidArgumentError(
+            f"the depth must be a positive integer, got {depth!r}", code="invalid_depth"
+        )
+    _limits["arguments_depth"] = depth
 
 
 class Role(StrEnum):
@@ -37,10 +63,15 @@ def encode_arguments(arguments: Mapping[str, Any]) -> str:
 
 
 def decode_arguments(text: str) -> dict[str, Any] | None:
-    """Decode argument text; ``None`` when it is not a JSON object."""
+    """Decode argument text; ``None`` when it is not a JSON object, or nests too deeply.
+
+    The depth is measured on the text before ``json.loads`` recurses into it.
+    """
+    if text_depth_excess(text, max_arguments_depth()) is not None:
+        return None
     try:
         value = json.loads(text, parse_constant=_reject_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -92,6 +123,20 @@ class ToolCall:
                 field="function/arguments",
             )
         arguments = dict(self.arguments)
+        if self.raw_arguments is None and json_depth(arguments) > max_arguments_depth():
+            # Too deep to execute safely: kept as text, like any other raw arguments,
+            # so the call is stored and answered but never run.
+            try:
+                raw = dumps_compact(arguments)
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgumentError(
+                    f"tool call arguments are not JSON-serialisable: {exc}",
+                    code="invalid_arguments",
+                    field="function/arguments",
+                ) from None
+            object.__setattr__(self, "raw_arguments", raw)
+            object.__setattr__(self, "arguments", {})
+            return
         if any(not isinstance(key, str) for key in arguments):
             raise InvalidArgumentError(
                 "tool call argument names must be strings",

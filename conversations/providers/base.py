@@ -38,12 +38,16 @@ from conversations.exceptions import (
     ProviderAuthenticationError,
     ProviderConnectionError,
     ProviderHTTPError,
+    ProviderInvalidResponse,
     ProviderRateLimited,
     ProviderResponseError,
     ProviderTimeout,
 )
 
+from .boundary import check_response
+
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "SAMPLING_PARAMETERS",
     "ChatProvider",
     "CompletionOptions",
@@ -66,6 +70,7 @@ SAMPLING_PARAMETERS: frozenset[str] = frozenset({"temperature"})
 MAX_BACKOFF_SECONDS = 30.0
 MAX_RETRY_AFTER_SECONDS = 120.0
 ERROR_BODY_LIMIT = 500
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +295,10 @@ def _retry_after_seconds(value: str | None) -> float | None:
 # HTTP ------------------------------------------------------------------------
 
 
+class _DeadlinePassed(Exception):
+    """The whole exchange has run out of time (inside ``_post`` only)."""
+
+
 class HTTPProvider:
     """Base class of the HTTP adapters: configuration, retries, error mapping.
 
@@ -314,6 +323,7 @@ class HTTPProvider:
         http_client: httpx.Client | None = None,
         extra_headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if self.requires_api_key and not api_key:
             raise InvalidArgumentError(
@@ -330,6 +340,15 @@ class HTTPProvider:
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.extra_headers = dict(extra_headers or {})
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or max_response_bytes < 1
+        ):
+            raise InvalidArgumentError(
+                "max_response_bytes must be a positive integer", code="invalid_max_response_bytes"
+            )
+        self.max_response_bytes = max_response_bytes
         self._client = http_client
         self._owns_client = http_client is None
         self._sleep = sleep
@@ -389,11 +408,12 @@ class HTTPProvider:
         payload = self.build_payload(messages, tools, options)
         body = self._post(self._url(options), payload)
         try:
-            return self.parse_response(body, known_ids=known_call_ids(messages), tools=tools)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            response = self.parse_response(body, known_ids=known_call_ids(messages), tools=tools)
+        except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
             raise ProviderResponseError(
                 f"{self.provider_name}: could not understand the response ({type(exc).__name__})"
             ) from None
+        return check_response(response, provider=self.provider_name)
 
     def close(self) -> None:
         """Close the HTTP client if this adapter created it."""
@@ -423,56 +443,103 @@ class HTTPProvider:
         return delay + random.uniform(0, delay / 4)  # jitter spreads synchronized retries
 
     def _post(self, url: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """POST ``payload``; retry 429, 5xx and connection errors; map failures."""
+        """POST ``payload``; retry 429, 5xx and connection errors; map failures.
+
+        ``timeout`` is a deadline for the whole exchange, retries and waits
+        included: a wait that would pass it ends the call at once.
+        """
+        deadline = time.monotonic() + self.timeout
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = self.client.post(
-                    url, json=payload, headers=self._headers(), timeout=self.timeout
-                )
-            except httpx.TimeoutException:
-                if last:
+                status, headers, data = self._exchange(url, payload, deadline)
+            except (httpx.TimeoutException, _DeadlinePassed):
+                if last or not self._wait(attempt, None, "timeout", deadline):
                     raise ProviderTimeout(
                         f"{self.provider_name}: no answer within {self.timeout:g} s"
                     ) from None
-                self._wait(attempt, None, "timeout")
                 continue
             except httpx.TransportError as exc:
-                if last:
+                if last or not self._wait(attempt, None, type(exc).__name__, deadline):
                     raise ProviderConnectionError(
                         f"{self.provider_name}: connection failed ({type(exc).__name__})"
                     ) from None
-                self._wait(attempt, None, type(exc).__name__)
                 continue
-            status = response.status_code
             if 200 <= status < 300:
-                return self._decode(response)
+                return self._decode(data)
+            text = data.decode("utf-8", errors="replace")
             if status in (401, 403):
                 raise ProviderAuthenticationError(
                     f"{self.provider_name}: authentication failed (HTTP {status}): "
-                    f"{self._redact(response.text)}",
+                    f"{self._redact(text)}",
                     status_code=status,
                 )
-            retry_after = _retry_after_seconds(response.headers.get("retry-after"))
+            retry_after = _retry_after_seconds(headers.get("retry-after"))
             if status == 429:
-                if last:
+                if last or not self._wait(attempt, retry_after, "HTTP 429", deadline):
                     raise ProviderRateLimited(
                         f"{self.provider_name}: rate limited (HTTP 429)", retry_after=retry_after
                     )
-                self._wait(attempt, retry_after, "HTTP 429")
                 continue
-            if status >= 500 and not last:
-                self._wait(attempt, retry_after, f"HTTP {status}")
+            if (
+                status >= 500
+                and not last
+                and self._wait(attempt, retry_after, f"HTTP {status}", deadline)
+            ):
                 continue
-            body = self._redact(response.text)
+            body = self._redact(text)
             raise ProviderHTTPError(
                 f"{self.provider_name}: HTTP {status}: {body}", status_code=status, body=body
             )
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
-    def _wait(self, attempt: int, retry_after: float | None, reason: str) -> None:
+    def _exchange(
+        self, url: str, payload: Mapping[str, Any], deadline: float
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """One request: status, headers and at most ``max_response_bytes`` of body.
+
+        The body is read in chunks so that neither a slow trickle (each read
+        well within the socket timeout) outlives the deadline nor a huge answer
+        is held in memory.
+        """
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _DeadlinePassed
+        with self.client.stream(
+            "POST", url, json=payload, headers=self._headers(), timeout=remaining
+        ) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_response_bytes:
+                raise self._too_big()
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise self._too_big()
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise _DeadlinePassed
+            return response.status_code, response.headers, b"".join(chunks)
+
+    def _too_big(self) -> ProviderInvalidResponse:
+        return ProviderInvalidResponse(
+            f"{self.provider_name}: the answer is larger than {self.max_response_bytes} bytes"
+        )
+
+    def _wait(self, attempt: int, retry_after: float | None, reason: str, deadline: float) -> bool:
+        """Sleep before the next attempt; ``False`` (no sleep) when that would pass the deadline."""
         delay = retry_after if retry_after is not None else self._backoff(attempt)
+        if time.monotonic() + delay >= deadline:
+            logger.warning(
+                "%s: %s, and a retry in %.2f s would pass the %g s deadline",
+                self.provider_name,
+                reason,
+                delay,
+                self.timeout,
+            )
+            return False
         logger.warning(
             "%s: %s, retrying in %.2f s (attempt %d of %d)",
             self.provider_name,
@@ -482,14 +549,15 @@ class HTTPProvider:
             self.max_retries + 1,
         )
         self._sleep(delay)
+        return True
 
-    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+    def _decode(self, data: bytes) -> dict[str, Any]:
         try:
-            body = response.json()
-        except ValueError:
+            body = json.loads(data)
+        except (ValueError, RecursionError):
+            text = data[:800].decode("utf-8", errors="replace")
             raise ProviderResponseError(
-                f"{self.provider_name}: the response is not JSON: "
-                f"{self._redact(response.text[:200])}"
+                f"{self.provider_name}: the response is not JSON: {self._redact(text[:200])}"
             ) from None
         if not isinstance(body, dict):
             raise ProviderResponseError(

@@ -22,10 +22,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -42,6 +43,7 @@ from conversations.exceptions import (
 from conversations.models import Conversation, Profile, Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
+from conversations.providers.boundary import check_response
 from conversations.selectors import available_tools, history_for_provider
 from conversations.tools import Tool
 
@@ -63,6 +65,7 @@ from .tool_calls import (
     execute_call,
     persist_outcomes,
     reject_call,
+    storage_failed,
 )
 
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
@@ -88,16 +91,28 @@ def run_tool_loop(
     when another run is running on the conversation.
     """
     profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
+    built = provider is None
     if provider is None:
         provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
-    run = start_run(
-        conversation=conversation,
-        content=content,
-        profile=profile,
-        provider=provider,
-        max_iterations=max_iterations,
-    )
-    return execute_run(run=run, provider=provider)
+    try:
+        run = start_run(
+            conversation=conversation,
+            content=content,
+            profile=profile,
+            provider=provider,
+            max_iterations=max_iterations,
+        )
+        return execute_run(run=run, provider=provider)
+    finally:
+        if built:
+            _close(provider)
+
+
+def _close(provider: ChatProvider) -> None:
+    """Close an adapter the loop built (its HTTP client and sockets), if it can be."""
+    close = getattr(provider, "close", None)
+    if callable(close):
+        close()
 
 
 def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
@@ -117,6 +132,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
             return run
         raise RunAlreadyClaimed(f"run {run.pk} is already being executed by {run.worker}")
     profile = run.profile
+    built = provider is None
     try:
         if provider is None:
             if profile is None:
@@ -126,8 +142,12 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
-    with Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3):
-        return _drive(run, provider, profile, request)
+    try:
+        with Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3):
+            return _drive(run, provider, profile, request)
+    finally:
+        if built:
+            _close(provider)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +220,9 @@ def _ask(
 ) -> tuple[CompletionResponse, int]:
     started = time.monotonic()
     response = provider.complete(history, tools=specs, options=options)
+    # Adapters over HTTP check at their boundary already; any other provider
+    # (a scripted or a host's own) is held to the same rules here.
+    response = check_response(response, provider=getattr(provider, "provider_name", "provider"))
     return response, int((time.monotonic() - started) * 1000)
 
 
@@ -276,7 +299,15 @@ def _run_calls(
             ordered.append(cancelled_call(row=row))
         else:
             ordered.append(execute_call(run=run, row=row, tool=tools[row.name]))
-    persist_outcomes(run=run, outcomes=ordered)
+    try:
+        persist_outcomes(run=run, outcomes=ordered)
+    except DatabaseError:
+        # The tools have run: tell the model they failed (never "interrupted",
+        # which invites a repeat) and keep the reason for admins.
+        logger.exception("run %s: the results of a turn could not be stored", run.pk)
+        detail = traceback.format_exc()
+        ordered = [storage_failed(outcome=outcome, detail=detail) for outcome in ordered]
+        persist_outcomes(run=run, outcomes=ordered)
     for outcome in ordered:
         signals.tool_call_finished.send(
             sender=ToolCallRow, tool_call=outcome.row, run=run, result=outcome.content
