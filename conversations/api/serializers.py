@@ -98,13 +98,14 @@ def _unstorable(
             yield from _unstorable(item, (*path, index))
 
 
-def check_storable(value: Any, *, field: str) -> None:
-    """Raise a 400 naming the first part of ``value`` that cannot be stored."""
+def check_storable(value: Any, *, field: str | tuple[str | int, ...]) -> None:
+    """Raise a 400 naming the first part of ``value`` (at ``field``) that cannot be stored."""
+    prefix = (field,) if isinstance(field, str) else field
     for path, code, detail in _unstorable(value, ()):
         raise APIError(
             detail,
             code="invalid",
-            errors=[error_item(code, detail, pointer=json_pointer((field, *path)))],
+            errors=[error_item(code, detail, pointer=json_pointer((*prefix, *path)))],
         )
 
 

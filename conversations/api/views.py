@@ -23,6 +23,7 @@ from conversations.services import conversations as operations
 
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_body, error_item, status_for_code
+from .limits import check_import_values
 from .pagination import ConversationPagination, MessagePagination, RunPagination
 from .schema import document
 from .serializers import (
@@ -192,6 +193,7 @@ class ConversationImportView(_ConversationQueries):
     def post(self, request: Request) -> Response:
         serializer = ImportInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        check_import_values(serializer.validated_data["messages"])
         conversation = operations.import_conversation(
             owner=request.user, **serializer.validated_data
         )

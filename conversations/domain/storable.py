@@ -165,3 +165,93 @@ def dumps_compact(value: Any) -> str:
         else:
             parts.append(json.dumps(item, ensure_ascii=False, allow_nan=False))
     return "".join(parts)
+
+
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_LITERALS = {"true": True, "false": False, "null": None}
+
+
+def loads_deep(text: str) -> Any:
+    """Parse JSON ``text`` (like ``json.loads``) at any nesting depth, with an explicit stack.
+
+    Slower than ``json.loads``: meant as the fallback when that one runs out
+    of recursion. Raises ``ValueError`` for text that is not JSON.
+    """
+    scan_string = json.decoder.scanstring  # type: ignore[attr-defined]
+    # Each frame: [container, pending key (objects)]
+    stack: list[list[Any]] = []
+    position = _WHITESPACE.match(text, 0).end()  # type: ignore[union-attr]
+    result: Any = None
+    done = False
+    while True:
+        if position >= len(text):
+            raise ValueError("unexpected end of JSON text")
+        char = text[position]
+        frame = stack[-1] if stack else None
+        if frame is not None and isinstance(frame[0], dict) and frame[1] is None:
+            # An object expects a key (or its end).
+            if char == "}" and not frame[0]:
+                value: Any = stack.pop()[0]
+                position += 1
+            elif char == '"':
+                key, position = scan_string(text, position + 1)
+                position = _WHITESPACE.match(text, position).end()  # type: ignore[union-attr]
+                if text[position : position + 1] != ":":
+                    raise ValueError(f"expected ':' at {position}")
+                frame[1] = key
+                position = _WHITESPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+                continue
+            else:
+                raise ValueError(f"expected a key at {position}")
+        elif char == "{":
+            stack.append([{}, None])
+            position = _WHITESPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+            continue
+        elif char == "[":
+            stack.append([[], None])
+            position = _WHITESPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+            if text[position : position + 1] == "]":
+                value = stack.pop()[0]
+                position += 1
+            else:
+                continue
+        elif char == '"':
+            value, position = scan_string(text, position + 1)
+        else:
+            number = _NUMBER.match(text, position)
+            literal = next((w for w in _LITERALS if text.startswith(w, position)), None)
+            if literal is not None:
+                value, position = _LITERALS[literal], position + len(literal)
+            elif number is not None:
+                token = number.group()
+                value = float(token) if any(c in token for c in ".eE") else int(token)
+                position = number.end()
+            else:
+                raise ValueError(f"unexpected character at {position}")
+        # A value is complete: place it, then close every container that ends here.
+        while True:
+            position = _WHITESPACE.match(text, position).end()  # type: ignore[union-attr]
+            if not stack:
+                result, done = value, True
+                break
+            container, key = stack[-1]
+            if isinstance(container, dict):
+                container[key] = value
+                stack[-1][1] = None
+                closer = "}"
+            else:
+                container.append(value)
+                closer = "]"
+            following = text[position : position + 1]
+            if following == ",":
+                position = _WHITESPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+                break
+            if following != closer:
+                raise ValueError(f"expected ',' or {closer!r} at {position}")
+            value = stack.pop()[0]
+            position += 1
+        if done:
+            if position != len(text):
+                raise ValueError(f"extra data at {position}")
+            return result

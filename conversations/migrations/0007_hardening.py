@@ -1,4 +1,4 @@
-"""64-bit token counters, and the largest provider answer an adapter reads.
+"""64-bit token counters, the largest provider answer read, JSON that loads at any depth.
 
 Altering the counters rebuilds ``conversations_message`` on SQLite, which
 would drop the rule triggers: they are dropped first and created again at the
@@ -8,6 +8,8 @@ end, from the SQL of the trigger migration (as 0006 does).
 from importlib import import_module
 
 from django.db import migrations, models
+
+import conversations.models.constraints
 
 _triggers = import_module("conversations.migrations.0002_triggers")
 
@@ -90,6 +92,21 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name='provider',
             constraint=models.CheckConstraint(condition=models.Q(('max_response_bytes__gt', 0)), name='conversations_provider_max_response_bytes_positive'),
+        ),
+        migrations.AlterField(
+            model_name='conversation',
+            name='metadata',
+            field=models.JSONField(blank=True, decoder=conversations.models.constraints.DeepJSONDecoder, default=dict),
+        ),
+        migrations.AlterField(
+            model_name='message',
+            name='provider_metadata',
+            field=models.JSONField(blank=True, decoder=conversations.models.constraints.DeepJSONDecoder, default=dict),
+        ),
+        migrations.AlterField(
+            model_name='toolcall',
+            name='arguments',
+            field=models.JSONField(blank=True, decoder=conversations.models.constraints.DeepJSONDecoder, default=dict),
         ),
         migrations.RunPython(
             _sqlite_only(_triggers.create_triggers),

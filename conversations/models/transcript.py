@@ -12,7 +12,7 @@ from django.utils import timezone
 from conversations import domain
 
 from .config import Profile
-from .constraints import USAGE_FIELDS, is_json, non_negative, not_empty
+from .constraints import USAGE_FIELDS, DeepJSONDecoder, is_json, non_negative, not_empty
 
 __all__ = ["Conversation", "Message", "Run", "RunStatus", "ToolCall", "ToolCallStatus"]
 
@@ -55,7 +55,7 @@ class Conversation(models.Model):
         blank=True,
         related_name="conversations",
     )
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -114,7 +114,7 @@ class Message(models.Model):
     cached_prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     reasoning_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    provider_metadata = models.JSONField(default=dict, blank=True)
+    provider_metadata = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     is_error = models.BooleanField(
         default=False, help_text="A tool result that reports a failure (flagged to providers)."
     )
@@ -187,7 +187,7 @@ class ToolCall(models.Model):
     index = models.PositiveSmallIntegerField(help_text="Order within the assistant message.")
     call_id = models.CharField(max_length=200, help_text="The provider's id of the call.")
     name = models.CharField(max_length=200)
-    arguments = models.JSONField(default=dict, blank=True)
+    arguments = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     # NULL (no raw text) differs from any text, so this text field is nullable.
     raw_arguments = models.TextField(  # noqa: DJ001
         null=True,
