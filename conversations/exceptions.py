@@ -9,6 +9,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── ConversationBusy                    another run is already running
     ├── RunCancelled                        the run was cancelled at a step boundary
     ├── RunNotRunning                       the run has already ended (cancel too late)
+    │   └── RunFencedOut                    this process no longer holds the run it drives
     ├── RunAlreadyClaimed                   another process already executes the run
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
     └── ProviderError                       talking to a model provider failed
@@ -42,6 +43,7 @@ __all__ = [
     "ProviderTimeout",
     "RunAlreadyClaimed",
     "RunCancelled",
+    "RunFencedOut",
     "RunNotRunning",
 ]
 
@@ -104,6 +106,16 @@ class RunNotRunning(ConversationsError):
     """The run has already ended, so it cannot be cancelled (or executed) any more."""
 
     code = "run_not_running"
+
+
+class RunFencedOut(RunNotRunning):
+    """The run ended or was taken over (recovery) while this process still drove it.
+
+    Raised before a write, inside its transaction, so nothing is written: the
+    process stops and leaves the run as whoever ended it left it.
+    """
+
+    code = "run_fenced_out"
 
 
 class RunAlreadyClaimed(ConversationsError):

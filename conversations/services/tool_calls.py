@@ -37,6 +37,7 @@ from conversations.tools import (
     validate_arguments,
 )
 
+from .fencing import hold_run
 from .messages import append_messages
 
 __all__ = [
@@ -215,7 +216,11 @@ def storage_failed(*, outcome: CallOutcome, detail: str) -> CallOutcome:
 
 
 def persist_outcomes(*, run: Run, outcomes: Sequence[CallOutcome]) -> None:
-    """Store every result and call status of a turn, and the heartbeat, in one transaction."""
+    """Store every result and call status of a turn, and the heartbeat, in one transaction.
+
+    Raises :class:`~conversations.exceptions.RunFencedOut` (nothing written)
+    when this process no longer holds ``run``.
+    """
     now = timezone.now()
     for outcome in outcomes:
         row = outcome.row
@@ -224,13 +229,14 @@ def persist_outcomes(*, run: Run, outcomes: Sequence[CallOutcome]) -> None:
         row.started_at = outcome.started_at or row.started_at
         row.finished_at = outcome.finished_at or now
     with transaction.atomic():
+        # Fenced: a process whose run was ended meanwhile writes nothing.
+        hold_run(run)
         append_messages(
             conversation=run.conversation,
             messages=[outcome.to_message() for outcome in outcomes],
             run=run,
         )
         _update_call_states([outcome.row for outcome in outcomes])
-        Run.objects.filter(pk=run.pk).update(heartbeat_at=now)
 
 
 def _update_call_states(rows: list[ToolCallRow]) -> None:

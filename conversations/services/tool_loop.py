@@ -39,6 +39,7 @@ from conversations.exceptions import (
     ProviderError,
     RunAlreadyClaimed,
     RunCancelled,
+    RunFencedOut,
 )
 from conversations.models import Conversation, Profile, Run
 from conversations.models import ToolCall as ToolCallRow
@@ -47,6 +48,7 @@ from conversations.providers.boundary import check_response
 from conversations.selectors import available_tools, history_for_provider
 from conversations.tools import Tool
 
+from .fencing import hold_run
 from .messages import MessageDetails, append_messages
 from .providers import build_provider, completion_options
 from .runs import (
@@ -143,7 +145,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
         finish_run_after_error(run=run, exc=exc)
         raise
     try:
-        with Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3):
+        with Heartbeat(run, interval=app_settings().RUN_LEASE_SECONDS / 3):
             return _drive(run, provider, profile, request)
     finally:
         if built:
@@ -206,6 +208,12 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         )
     except RunCancelled:
         return finish_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
+    except RunFencedOut:
+        # Recovery ended the run while this process was paused: another run
+        # may hold the conversation now, so stop without writing anything.
+        logger.warning("run %s: fenced out (ended meanwhile by another process); stopping", run.pk)
+        run.refresh_from_db()
+        return run
     except BaseException as exc:
         # Not swallowed: record the failure so the conversation stays usable, then re-raise.
         finish_run_after_error(run=run, exc=exc)
@@ -245,6 +253,7 @@ def _persist_turn(
     usage = response.usage
     details = MessageDetails.from_response(response, latency_ms=latency_ms)
     with transaction.atomic():
+        hold_run(run)
         (message,) = append_messages(
             conversation=run.conversation,
             messages=[response.to_message()],

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.services.recovery import recover_runs
+from conversations.services.recovery import MIN_LEASE_SECONDS, recover_runs
 
 
 class Command(BaseCommand):
@@ -21,7 +21,7 @@ class Command(BaseCommand):
             type=int,
             default=None,
             help="Seconds without heartbeat after which a run counts as dead "
-            "(default: CONVERSATIONS['RUN_LEASE_SECONDS']).",
+            f"(default: CONVERSATIONS['RUN_LEASE_SECONDS']; at least {MIN_LEASE_SECONDS}).",
         )
         parser.add_argument(
             "--requeue",
@@ -34,6 +34,11 @@ class Command(BaseCommand):
     def handle(
         self, *args: Any, lease: int | None = None, requeue: bool = False, **options: Any
     ) -> None:
+        if lease is not None and lease < MIN_LEASE_SECONDS:
+            raise CommandError(
+                f"--lease must be at least {MIN_LEASE_SECONDS} seconds (got {lease}): a shorter "
+                "lease would end runs whose process is alive but paused"
+            )
         if requeue:
             from conversations.services.executors import requeue_runs, uses_workers
 
