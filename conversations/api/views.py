@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -283,7 +284,11 @@ class ConversationMessagesView(ConversationsAPIView):
             run = submit_message(
                 conversation=conversation, content=serializer.validated_data["content"]
             )
-        run = selectors.run_with_calls(run_id=run.pk)
+        try:
+            run = selectors.run_with_calls(run_id=run.pk)
+        except Run.DoesNotExist:
+            # The conversation was deleted while the run executed.
+            raise Http404 from None
         result = {
             "run": RunSerializer(run).data,
             "messages": MessageSerializer(selectors.run_messages(run=run), many=True).data,

@@ -117,6 +117,9 @@ def delete_conversation(*, conversation: Conversation) -> None:
     """
     recover_runs(conversation=conversation)
     with transaction.atomic():
+        # Locked first: a run being started meanwhile either committed before
+        # (then it is seen below) or waits for this delete and fails (busy).
+        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk"))
         if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
             raise ConversationBusy("a run is running on this conversation; try again later")
         conversation.delete()

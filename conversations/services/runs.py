@@ -47,6 +47,7 @@ __all__ = [
     "end_unclaimed_run",
     "finish_run",
     "finish_run_after_error",
+    "reload_run",
     "resolve_profile",
     "start_run",
     "worker_name",
@@ -215,11 +216,19 @@ def finish_run(
             answer_open_calls(conversation=run.conversation, status=open_status, run=run)
     if not ended:
         logger.warning("run %s: fenced out, not ended as %s (ended meanwhile)", run.pk, status)
-        run.refresh_from_db()
-        return run
+        return reload_run(run)
     run.status, run.finished_at, run.final_content = status, finished_at, final_content
     run.error_code, run.error_message = error_code, error_message[:2000]
     signals.run_finished.send(sender=Run, run=run)
+    return run
+
+
+def reload_run(run: Run) -> Run:
+    """``run`` as stored now; as it is when it no longer exists (its conversation was deleted)."""
+    try:
+        run.refresh_from_db()
+    except Run.DoesNotExist:
+        logger.warning("run %s: deleted with its conversation while it was executing", run.pk)
     return run
 
 

@@ -57,6 +57,7 @@ from .runs import (
     claim_run,
     finish_run,
     finish_run_after_error,
+    reload_run,
     resolve_profile,
     start_run,
 )
@@ -212,8 +213,7 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         # Recovery ended the run while this process was paused: another run
         # may hold the conversation now, so stop without writing anything.
         logger.warning("run %s: fenced out (ended meanwhile by another process); stopping", run.pk)
-        run.refresh_from_db()
-        return run
+        return reload_run(run)
     except BaseException as exc:
         # Not swallowed: record the failure so the conversation stays usable, then re-raise.
         finish_run_after_error(run=run, exc=exc)
