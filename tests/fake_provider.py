@@ -30,6 +30,8 @@ class FakeAnswer:
     headers: Mapping[str, str] = field(default_factory=dict)
     drip_seconds: float = 0.0
     """When set, the body is sent one byte at a time with this pause in between."""
+    declare_length: bool = True
+    """``False``: no ``content-length``; the body ends when the connection closes."""
 
     @classmethod
     def json(cls, value: Any, *, status: int = 200, **kwargs: Any) -> FakeAnswer:
@@ -69,6 +71,7 @@ class FakeProviderServer:
     def __init__(self, *answers: FakeAnswer) -> None:
         self.answers: deque[FakeAnswer] = deque(answers)
         self.requests: list[dict[str, Any]] = []
+        self.bytes_sent = 0
         self._lock = threading.Lock()
         server = self
 
@@ -88,7 +91,11 @@ class FakeProviderServer:
                 try:
                     self.send_response(answer.status)
                     self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(answer.body)))
+                    if answer.declare_length:
+                        self.send_header("content-length", str(len(answer.body)))
+                    else:
+                        self.send_header("connection", "close")
+                        self.close_connection = True
                     for name, value in answer.headers.items():
                         self.send_header(name, value)
                     self.end_headers()
@@ -96,9 +103,11 @@ class FakeProviderServer:
                         for index in range(len(answer.body)):
                             self.wfile.write(answer.body[index : index + 1])
                             self.wfile.flush()
+                            server.bytes_sent += 1
                             time.sleep(answer.drip_seconds)
                     else:
                         self.wfile.write(answer.body)
+                        server.bytes_sent += len(answer.body)
                 except (BrokenPipeError, ConnectionResetError):
                     # The client gave up (a deadline, a size limit): expected here.
                     pass

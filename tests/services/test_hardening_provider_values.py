@@ -208,3 +208,12 @@ def test_a_result_that_cannot_be_stored_is_failed_never_interrupted(
     told = provider.requests[1].messages[-1].content
     assert told == tool_error_text(TOOL_FAILED, "echo")
     assert "interrupted" not in told
+
+
+def test_the_provider_records_size_limit_fails_a_huge_answer(conversation, fake_profile, tools):
+    body = FakeAnswer.json(openai_body("z" * 50_000))
+    with FakeProviderServer(body) as server:
+        run = run_against(server, conversation, fake_profile, max_response_bytes=4_096)
+    assert run.status == Run.Status.FAILED
+    assert run.error_code == "invalid_response"
+    assert assistant_rows(conversation) == []
