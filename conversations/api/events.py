@@ -51,6 +51,7 @@ from django.db import close_old_connections, connections
 from django.db.models import Max, Min
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
@@ -321,6 +322,7 @@ def _last_event_id(request: HttpRequest) -> int | None:
     return value if -1 <= value <= _MAX_ID else None
 
 
+@csrf_exempt  # read-only: any other method is a JSON 405, never the CSRF page
 def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     """``GET /runs/{id}/events/``: the run's events as ``text/event-stream``.
 

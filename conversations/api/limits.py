@@ -27,7 +27,12 @@ from conversations.domain.storable import text_depth_excess
 from .errors import APIError, error_item, json_pointer
 from .serializers import check_storable
 
-__all__ = ["MAX_NAME_LENGTH", "DepthLimitedJSONParser", "check_import_values", "too_deep"]
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "DepthLimitedJSONParser",
+    "check_import_values",
+    "too_deep",
+]
 
 MAX_NAME_LENGTH: Final = 200
 """Longest call id and tool name the store holds."""
@@ -53,8 +58,9 @@ class DepthLimitedJSONParser(JSONParser):
         parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        data = stream.read()
         try:
-            text = stream.read().decode(encoding)
+            text = data.decode(encoding)
         except UnicodeDecodeError as exc:
             raise ParseError(
                 f"JSON parse error - the body is not {encoding}: {exc.reason}"
