@@ -49,6 +49,8 @@ class ConversationsSettings:
     """Default provider timeout in seconds (a provider record may override it)."""
     HTTP_MAX_RETRIES: int = 2
     """Default retries on 429/5xx/connection errors (a provider record may override it)."""
+    MAX_STREAMS_PER_USER: int = 10
+    """Event streams one user may hold open at once; the next one is a 429 (too_many_streams)."""
     MAX_JSON_DEPTH: int = 64
     """Deepest nesting accepted in a request body or in tool arguments; deeper provider
     arguments are kept as raw text and never executed."""
