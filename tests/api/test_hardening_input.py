@@ -7,7 +7,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -102,3 +102,23 @@ def test_the_depth_limit_is_a_setting(api, settings):
     assert_refused(response, "too_deep", "/metadata/a")
     response = post_raw(api, LIST, '{"metadata": {"a": 1}}')
     assert response.status_code == 201
+
+
+def test_imported_calls_with_their_results_are_answered_not_pending(api):
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "ok", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+                {"id": "bad", "type": "function", "function": {"name": "b", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "ok", "content": "18"},
+        {"role": "tool", "tool_call_id": "bad", "content": "no such city", "is_error": True},
+    ]
+    response = api.post(IMPORT, {"messages": messages}, format="json")
+    assert response.status_code == 201, response.content
+    statuses = dict(ToolCall.objects.values_list("call_id", "status"))
+    assert statuses == {"ok": ToolCall.Status.SUCCEEDED, "bad": ToolCall.Status.FAILED}
