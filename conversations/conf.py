@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from conversations.domain.messages import set_max_arguments_depth
+from conversations.domain.storable import set_max_arguments_depth
 
 __all__ = ["DEFAULTS", "ConversationsSettings", "app_settings"]
 

@@ -10,33 +10,9 @@ from typing import Any
 
 from conversations.exceptions import InvalidArgumentError
 
-from .storable import dumps_compact, json_depth, text_depth_excess
+from .storable import dumps_compact, json_depth, max_arguments_depth, text_depth_excess
 
-__all__ = [
-    "ChatMessage",
-    "Role",
-    "ToolCall",
-    "max_arguments_depth",
-    "normalise_messages",
-    "set_max_arguments_depth",
-]
-
-DEFAULT_MAX_ARGUMENTS_DEPTH = 64
-_limits = {"arguments_depth": DEFAULT_MAX_ARGUMENTS_DEPTH}
-
-
-def max_arguments_depth() -> int:
-    """How deeply tool arguments may nest and still be decoded (and so executed)."""
-    return _limits["arguments_depth"]
-
-
-def set_max_arguments_depth(depth: int) -> None:
-    """Set that depth (the app does, from ``CONVERSATIONS["MAX_JSON_DEPTH"]``)."""
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise InvalidArgumentError(
-            f"the depth must be a positive integer, got {depth!r}", code="invalid_depth"
-        )
-    _limits["arguments_depth"] = depth
+__all__ = ["ChatMessage", "Role", "ToolCall", "normalise_messages"]
 
 
 class Role(StrEnum):

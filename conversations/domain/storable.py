@@ -15,13 +15,33 @@ import re
 from typing import Any
 
 __all__ = [
+    "DEFAULT_MAX_ARGUMENTS_DEPTH",
     "REPLACEMENT",
     "dumps_compact",
     "json_depth",
+    "loads_deep",
+    "max_arguments_depth",
+    "set_max_arguments_depth",
     "storable_json",
     "storable_text",
     "text_depth_excess",
 ]
+
+DEFAULT_MAX_ARGUMENTS_DEPTH = 64
+_limits = {"arguments_depth": DEFAULT_MAX_ARGUMENTS_DEPTH}
+
+
+def max_arguments_depth() -> int:
+    """How deeply tool arguments may nest and still be decoded (and so executed)."""
+    return _limits["arguments_depth"]
+
+
+def set_max_arguments_depth(depth: int) -> None:
+    """Set that depth (the app does, from ``CONVERSATIONS["MAX_JSON_DEPTH"]``)."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"the depth must be a positive integer, got {depth!r}")
+    _limits["arguments_depth"] = depth
+
 
 REPLACEMENT = "\ufffd"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
