@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import uuid
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.urls import reverse
 
 from conversations.models import Conversation
+from project.demo_tools.management.commands.setup_demo import DEMO_USERNAME
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +30,7 @@ def test_anonymous_users_are_sent_to_the_login_page(client):
     response = client.get("/chat/")
 
     assert response.status_code == 302
-    assert response["Location"] == "/admin/login/?next=/chat/"
+    assert response["Location"] == "/chat/login/?next=/chat/"
 
 
 def test_anonymous_users_cannot_open_a_conversation_either(client, alice):
@@ -35,7 +39,7 @@ def test_anonymous_users_cannot_open_a_conversation_either(client, alice):
     response = client.get(f"/chat/{conversation.pk}/")
 
     assert response.status_code == 302
-    assert response["Location"].startswith("/admin/login/?next=")
+    assert response["Location"].startswith("/chat/login/?next=")
 
 
 def test_the_page_renders_the_app_shell(client, alice):
@@ -119,3 +123,21 @@ def test_the_page_lists_a_bounded_number_of_conversations(
         html = client.get("/chat/").content.decode()
 
     assert html.count('class="llm-conv-title"') == 50
+
+
+def test_an_ordinary_user_logs_in_on_the_chats_own_page_and_lands_on_the_chat(client, bob):
+    page = client.get("/chat/login/?next=/chat/")
+    assert page.status_code == 200
+    assert 'name="username"' in page.content.decode()
+    response = client.post(
+        "/chat/login/", {"username": "bob", "password": "bob-password", "next": "/chat/"}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/chat/"
+    assert client.get("/chat/").status_code == 200
+
+
+def test_the_demo_user_is_not_staff():
+    call_command("setup_demo", stdout=io.StringIO())
+    demo = get_user_model().objects.get(username=DEMO_USERNAME)
+    assert not demo.is_staff and not demo.is_superuser
