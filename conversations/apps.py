@@ -10,7 +10,9 @@ class ConversationsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)
+        from .conf import apply_limits
         from .tools import autodiscover
 
         # After every app is loaded, so each app's llm_tools may import its models.
         autodiscover()
+        apply_limits()

@@ -29,6 +29,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         "TOOL_RESULT_MAX_BYTES",
         "RUN_LEASE_SECONDS",
         "MAX_CONTENT_BYTES",
+        "MAX_JSON_DEPTH",
+        "MAX_STREAMS_PER_USER",
     )
     for name in positive_ints:
         value = getattr(conf, name)

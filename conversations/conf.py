@@ -20,6 +20,8 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from conversations.domain.storable import set_max_arguments_depth
+
 __all__ = ["DEFAULTS", "ConversationsSettings", "app_settings"]
 
 
@@ -60,6 +62,11 @@ class ConversationsSettings:
     change run ``manage.py rebuild_search_index``."""
     REDACTION_MARKER: str = "[redacted]"
     """What redaction writes in place of contents, tool arguments and results."""
+    MAX_STREAMS_PER_USER: int = 10
+    """Event streams one user may hold open at once; the next one is a 429 (too_many_streams)."""
+    MAX_JSON_DEPTH: int = 64
+    """Deepest nesting accepted in a request body or in tool arguments; deeper provider
+    arguments are kept as raw text and never executed."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}
@@ -83,3 +90,11 @@ def unknown_keys() -> list[str]:
 def _reset_settings(*, setting: str, **kwargs: Any) -> None:
     if setting == "CONVERSATIONS":
         app_settings.cache_clear()
+        apply_limits()
+
+
+def apply_limits() -> None:
+    """Hand the limits the domain enforces (it never reads Django settings) to it."""
+    depth = app_settings().MAX_JSON_DEPTH
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 1:
+        set_max_arguments_depth(depth)

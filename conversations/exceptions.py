@@ -12,6 +12,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── ApprovalForbidden                   this user may not decide this approval
     ├── RunCancelled                        the run was cancelled at a step boundary
     ├── RunNotRunning                       the run has already ended (cancel too late)
+    │   └── RunFencedOut                    this process no longer holds the run it drives
     ├── RunAlreadyClaimed                   another process already executes the run
     ├── WouldSplitToolCall                  a fork cut would leave a call without its result
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
@@ -23,6 +24,7 @@ to clients unchanged, so codes are part of the public contract.
         ├── ProviderRateLimited             429 (``retry_after`` in seconds, if sent)
         ├── ProviderHTTPError               any other non-2xx (``status_code``, short body)
         └── ProviderResponseError           a 2xx body we cannot understand
+            └── ProviderInvalidResponse     a value the store cannot hold, or too big
 
 This module imports nothing from Django so that the pure domain layer can use it.
 Messages never contain secrets: provider errors carry a redacted, truncated body.
@@ -46,11 +48,13 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "ProviderHTTPError",
+    "ProviderInvalidResponse",
     "ProviderRateLimited",
     "ProviderResponseError",
     "ProviderTimeout",
     "RunAlreadyClaimed",
     "RunCancelled",
+    "RunFencedOut",
     "RunNotRunning",
     "WouldSplitToolCall",
 ]
@@ -140,6 +144,16 @@ class RunNotRunning(ConversationsError):
     code = "run_not_running"
 
 
+class RunFencedOut(RunNotRunning):
+    """The run ended or was taken over (recovery) while this process still drove it.
+
+    Raised before a write, inside its transaction, so nothing is written: the
+    process stops and leaves the run as whoever ended it left it.
+    """
+
+    code = "run_fenced_out"
+
+
 class RunAlreadyClaimed(ConversationsError):
     """Another process has already taken the run to execute it (a duplicate delivery)."""
 
@@ -220,3 +234,9 @@ class ProviderResponseError(ProviderError):
     """The provider answered 2xx with a body we cannot understand."""
 
     code = "provider_bad_response"
+
+
+class ProviderInvalidResponse(ProviderResponseError):
+    """The answer holds a value the store cannot hold (an over-long id) or is too big."""
+
+    code = "invalid_response"

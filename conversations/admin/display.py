@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from conversations.domain.storable import dumps_compact, json_depth
 from conversations.models import Message, Run, ToolCall
 from conversations.selectors import count_of, last_run_status
 
@@ -62,8 +63,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
 
+PRETTY_JSON_DEPTH = 64
+"""Deeper values are shown compact: indenting them would recurse past Python's limit."""
+
+
 def pretty_json(value: Any) -> str:
-    """Indented JSON for display (plain text: the template escapes it)."""
+    """Indented JSON for display (plain text: the template escapes it); compact when deep."""
+    if json_depth(value) > PRETTY_JSON_DEPTH:
+        try:
+            return dumps_compact(value)
+        except (TypeError, ValueError):
+            return repr(value)
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 

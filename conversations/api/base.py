@@ -17,7 +17,6 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.metadata import SimpleMetadata
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import BasePagination
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -29,6 +28,7 @@ from conversations import selectors
 from conversations.models import Conversation
 
 from .errors import QueryValidationError, exception_handler
+from .limits import DepthLimitedJSONParser
 
 if TYPE_CHECKING:
     from rest_framework.settings import _Settings as _DRFSettings
@@ -76,7 +76,7 @@ class ConversationsAPIView(GenericAPIView[Any]):
     authentication_classes = (TokenAuthentication, SessionAuthentication)
     permission_classes = (IsAuthenticated,)
     renderer_classes = (JSONRenderer,)
-    parser_classes = (JSONParser,)
+    parser_classes = (DepthLimitedJSONParser,)
     content_negotiation_class = JSONNegotiation
     metadata_class = DescriptionMetadata
     filter_backends = ()

@@ -15,7 +15,7 @@ from conversations.services import branches as history
 from conversations.services import submit_message, uses_workers
 
 from .errors import blame_configuration, error_body, status_for_code
-from .schema import document
+from .schema import CREATED_LOCATION, document
 from .serializers import (
     ConversationSerializer,
     MessageInputSerializer,
@@ -61,6 +61,7 @@ class ForkView(_ConversationQueries):
             "when a copied call's result lies after the cut."
         ),
         request=ForkInputSerializer,
+        parameters=[CREATED_LOCATION],
         responses={
             201: ConversationSerializer,
             400: ERR_400,
@@ -140,6 +141,7 @@ class EditMessageView(_TurnView):
             "provider failure). The original conversation is not changed."
         ),
         request=MessageInputSerializer,
+        parameters=[CREATED_LOCATION],
         responses=_EDIT_RESPONSES,
         tags=["branches"],
     )
@@ -163,6 +165,7 @@ class RegenerateView(_TurnView):
             "without a user message."
         ),
         request=None,
+        parameters=[CREATED_LOCATION],
         responses=_TURN_RESPONSES,
         tags=["branches"],
     )

@@ -19,6 +19,8 @@ from django.http import HttpResponse, JsonResponse
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.request import Request
 
+from .errors import exception_handler
+
 __all__ = ["API_TITLE", "DocsView", "SchemaView", "package_version"]
 
 _SIDECAR_APP = "drf_spectacular_sidecar"
@@ -63,6 +65,15 @@ class DocsView(SpectacularSwaggerView):
         assert isinstance(metadata_class, type)
         metadata = metadata_class().determine_metadata(request, self)
         return JsonResponse(metadata, headers={"Allow": ", ".join(self.allowed_methods)})
+
+    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
+        # The page renders HTML; its errors (a POST, say) answer in the API's
+        # JSON shape like every other route.
+        response = exception_handler(exc, self.get_exception_handler_context())
+        if response is None:
+            raise exc
+        headers = {name: value for name, value in response.items() if name != "Content-Type"}
+        return JsonResponse(response.data, status=response.status_code, headers=headers)
 
     @staticmethod
     def _swagger_ui_resource(filename: str) -> str:

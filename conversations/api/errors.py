@@ -23,7 +23,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Final
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from django.utils import timezone
 from rest_framework import exceptions, status
@@ -216,6 +218,14 @@ def _seconds_until(moment: datetime) -> int:
 
 def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | None:
     """Turn a known exception into the one error shape; ``None`` for anything else."""
+    if isinstance(exc, RequestDataTooBig):
+        # Django would answer its own HTML 400 page.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        exc = APIError(
+            f"The request body is larger than the {limit} bytes accepted.",
+            code="content_too_large",
+            status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     if isinstance(exc, Http404):
         # Django's message can name the model; the client learns only "not found".
         exc = exceptions.NotFound()

@@ -62,12 +62,20 @@ from django.db import close_old_connections, connections
 from django.db.models import Max, Min, Prefetch
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
+from conversations.conf import app_settings
 from conversations.models import BUSY_RUN_STATUSES, Message, Run, ToolApproval, ToolCall
 
 from .errors import error_body, error_item
+from .stream_slots import (
+    acquire_stream_slot,
+    release_connections,
+    releasing,
+    releasing_async,
+)
 
 __all__ = [
     "KEEPALIVE_SECONDS",
@@ -252,7 +260,8 @@ class RunEventStream:
     # Transports -------------------------------------------------------------------------
 
     def iter_sync(self, first: Sequence[RunEvent] = ()) -> Iterator[bytes]:
-        """The stream for WSGI: polls in the request thread."""
+        """The stream for WSGI: polls in the request thread, holding no connection between."""
+        release_connections()
         yield f"retry: {RETRY_MS}\n\n".encode()
         started = last_write = time.monotonic()
         events: Sequence[RunEvent] = first
@@ -267,6 +276,7 @@ class RunEventStream:
                 last_write = time.monotonic()
             time.sleep(self.poll_seconds)
             events = self.poll()
+            release_connections()  # none held while the stream waits or writes
 
     async def iter_async(self, first: Sequence[RunEvent] = ()) -> AsyncIterator[bytes]:
         """The stream for ASGI: sleeps on the event loop, polls in the shared thread pool."""
@@ -364,6 +374,7 @@ def _last_event_id(request: HttpRequest) -> int | None:
     return value if -1 <= value <= _MAX_ID else None
 
 
+@csrf_exempt  # read-only: any other method is a JSON 405, never the CSRF page
 def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     """``GET /runs/{id}/events/``: the run's events as ``text/event-stream``.
 
@@ -398,8 +409,19 @@ def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     first = stream.poll()
     if not first and stream.finished:
         return HttpResponse(status=204)
-    content = (
-        stream.iter_async(first) if isinstance(request, ASGIRequest) else stream.iter_sync(first)
+    slot = acquire_stream_slot(user_id=user.pk, lifetime=stream.max_seconds)
+    if slot is None:
+        limit = app_settings().MAX_STREAMS_PER_USER
+        return _error(
+            429,
+            "too_many_streams",
+            f"At most {limit} event streams may be open at once; close one first.",
+            headers={"Retry-After": "5"},
+        )
+    content: Iterator[bytes] | AsyncIterator[bytes] = (
+        releasing_async(stream.iter_async(first), slot)
+        if isinstance(request, ASGIRequest)
+        else releasing(stream.iter_sync(first), slot)
     )
     response = StreamingHttpResponse(content, content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -24,6 +25,7 @@ from conversations.services.budgets import ensure_within_budgets
 
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_body, error_item, status_for_code
+from .limits import check_import_values
 from .pagination import ConversationPagination, MessagePagination, RunPagination
 from .schema import CREATED_LOCATION, document
 from .serializers import (
@@ -198,6 +200,7 @@ class ConversationImportView(_ConversationQueries):
     def post(self, request: Request) -> Response:
         serializer = ImportInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        check_import_values(serializer.validated_data["messages"])
         conversation = operations.import_conversation(
             owner=request.user, **serializer.validated_data
         )
@@ -296,7 +299,11 @@ class ConversationMessagesView(ConversationsAPIView):
             run = submit_message(
                 conversation=conversation, content=serializer.validated_data["content"]
             )
-        run = selectors.run_with_calls(run_id=run.pk)
+        try:
+            run = selectors.run_with_calls(run_id=run.pk)
+        except Run.DoesNotExist:
+            # The conversation was deleted while the run executed.
+            raise Http404 from None
         result = {
             "run": RunSerializer(run).data,
             "messages": MessageSerializer(selectors.run_messages(run=run), many=True).data,

@@ -10,6 +10,8 @@ from typing import Any
 
 from conversations.exceptions import InvalidArgumentError
 
+from .storable import dumps_compact, json_depth, max_arguments_depth, text_depth_excess
+
 __all__ = ["ChatMessage", "Role", "ToolCall", "normalise_messages"]
 
 
@@ -37,10 +39,15 @@ def encode_arguments(arguments: Mapping[str, Any]) -> str:
 
 
 def decode_arguments(text: str) -> dict[str, Any] | None:
-    """Decode argument text; ``None`` when it is not a JSON object."""
+    """Decode argument text; ``None`` when it is not a JSON object, or nests too deeply.
+
+    The depth is measured on the text before ``json.loads`` recurses into it.
+    """
+    if text_depth_excess(text, max_arguments_depth()) is not None:
+        return None
     try:
         value = json.loads(text, parse_constant=_reject_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -92,6 +99,20 @@ class ToolCall:
                 field="function/arguments",
             )
         arguments = dict(self.arguments)
+        if self.raw_arguments is None and json_depth(arguments) > max_arguments_depth():
+            # Too deep to execute safely: kept as text, like any other raw arguments,
+            # so the call is stored and answered but never run.
+            try:
+                raw = dumps_compact(arguments)
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgumentError(
+                    f"tool call arguments are not JSON-serialisable: {exc}",
+                    code="invalid_arguments",
+                    field="function/arguments",
+                ) from None
+            object.__setattr__(self, "raw_arguments", raw)
+            object.__setattr__(self, "arguments", {})
+            return
         if any(not isinstance(key, str) for key in arguments):
             raise InvalidArgumentError(
                 "tool call argument names must be strings",

@@ -49,6 +49,11 @@ class Provider(models.Model):
     max_retries = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text="Empty = app default."
     )
+    max_response_bytes = models.PositiveIntegerField(
+        default=10 * 1024 * 1024,
+        help_text="Largest answer read from the provider, in bytes; a bigger one fails the "
+        "call (invalid_response).",
+    )
     extra_headers = models.JSONField(default=dict, blank=True)
     options = models.JSONField(
         default=dict, blank=True, help_text='Adapter options, e.g. {"api_version": "..."}.'
@@ -70,6 +75,10 @@ class Provider(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(timeout__gt=0), name="conversations_provider_timeout_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_response_bytes__gt=0),
+                name="conversations_provider_max_response_bytes_positive",
             ),
         ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models
@@ -9,11 +10,21 @@ from django.db.models import Q
 from django.db.models.lookups import Exact
 from django.utils.deconstruct import deconstructible
 
+from conversations.domain.storable import loads_deep
+
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.models.sql.compiler import SQLCompiler
 
-__all__ = ["USAGE_FIELDS", "JSONTypeOf", "is_json", "non_negative", "not_empty", "null_or_json"]
+__all__ = [
+    "USAGE_FIELDS",
+    "DeepJSONDecoder",
+    "JSONTypeOf",
+    "is_json",
+    "non_negative",
+    "not_empty",
+    "null_or_json",
+]
 
 
 @deconstructible(path="conversations.models.JSONTypeOf")
@@ -82,3 +93,17 @@ USAGE_FIELDS = (
     "cached_prompt_tokens",
     "reasoning_tokens",
 )
+
+
+class DeepJSONDecoder(json.JSONDecoder):
+    """The JSON fields' decoder: values nested past Python's recursion limit still load.
+
+    Such a value can only come from outside the app (SQL, an older version),
+    but one of them must not make every page that reads its row fail.
+    """
+
+    def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().decode(s, *args, **kwargs)
+        except RecursionError:
+            return loads_deep(s)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from conversations import domain
 
 from .config import Profile
-from .constraints import USAGE_FIELDS, is_json, non_negative, not_empty
+from .constraints import USAGE_FIELDS, DeepJSONDecoder, is_json, non_negative, not_empty
 
 __all__ = [
     "BUSY_RUN_STATUSES",
@@ -71,7 +71,7 @@ class Conversation(models.Model):
         blank=True,
         related_name="conversations",
     )
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     # A branch is a conversation of its own; these three say where it came from.
     forked_from = models.ForeignKey(
         "self",
@@ -154,13 +154,13 @@ class Message(models.Model):
     )
     model = models.CharField(max_length=200, blank=True)
     finish_reason = models.CharField(max_length=64, blank=True)
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    total_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cached_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    cached_prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    provider_metadata = models.JSONField(default=dict, blank=True)
+    provider_metadata = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     is_error = models.BooleanField(
         default=False, help_text="A tool result that reports a failure (flagged to providers)."
     )
@@ -233,7 +233,7 @@ class ToolCall(models.Model):
     index = models.PositiveSmallIntegerField(help_text="Order within the assistant message.")
     call_id = models.CharField(max_length=200, help_text="The provider's id of the call.")
     name = models.CharField(max_length=200)
-    arguments = models.JSONField(default=dict, blank=True)
+    arguments = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     # NULL (no raw text) differs from any text, so this text field is nullable.
     raw_arguments = models.TextField(  # noqa: DJ001
         null=True,
@@ -296,11 +296,11 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(default=timezone.now)
     iterations = models.PositiveSmallIntegerField(default=0)
     max_iterations = models.PositiveSmallIntegerField()
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    total_tokens = models.PositiveIntegerField(default=0)
-    cached_prompt_tokens = models.PositiveIntegerField(default=0)
-    reasoning_tokens = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    cached_prompt_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
     error_code = models.CharField(max_length=100, blank=True)
     error_message = models.TextField(blank=True)
     provider = models.CharField(max_length=100, blank=True, help_text="Provider slug or adapter.")

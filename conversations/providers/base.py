@@ -12,13 +12,10 @@ built on ``httpx.MockTransport``; nothing is monkeypatched.
 from __future__ import annotations
 
 import email.utils
-import hashlib
 import json
 import logging
 import random
-import re
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -29,21 +26,31 @@ from conversations.domain import (
     ChatMessage,
     CompletionResponse,
     InvalidArgumentError,
-    Role,
-    ToolCall,
     ToolSpec,
 )
-from conversations.domain.messages import decode_arguments
 from conversations.exceptions import (
     ProviderAuthenticationError,
     ProviderConnectionError,
     ProviderHTTPError,
+    ProviderInvalidResponse,
     ProviderRateLimited,
     ProviderResponseError,
     ProviderTimeout,
 )
 
+from .boundary import check_response
+from .conversion import (
+    arguments_object,
+    assign_call_ids,
+    fresh_call_id,
+    join_system_messages,
+    known_call_ids,
+    stable_alias,
+    token_count,
+)
+
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "SAMPLING_PARAMETERS",
     "ChatProvider",
     "CompletionOptions",
@@ -66,6 +73,7 @@ SAMPLING_PARAMETERS: frozenset[str] = frozenset({"temperature"})
 MAX_BACKOFF_SECONDS = 30.0
 MAX_RETRY_AFTER_SECONDS = 120.0
 ERROR_BODY_LIMIT = 500
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,96 +180,7 @@ class ChatProvider(Protocol):
         ...
 
 
-# Shared conversion helpers ---------------------------------------------------
-
-
-def join_system_messages(messages: Iterable[ChatMessage]) -> str:
-    """Every system message's text, in order, joined by a blank line (none dropped)."""
-    return "\n\n".join(m.content for m in messages if m.role is Role.SYSTEM and m.content)
-
-
-def arguments_object(call: ToolCall) -> dict[str, Any]:
-    """Arguments for wires that need an object: raw (non-object) text becomes ``{}``."""
-    wire = call.to_wire()["function"]["arguments"]
-    decoded = decode_arguments(wire)
-    return decoded if decoded is not None else {}
-
-
-def fresh_call_id(prefix: str = "call_") -> str:
-    """A new call id, unique for all practical purposes (122 random bits)."""
-    return f"{prefix}{uuid.uuid4().hex[:24]}"
-
-
-def assign_call_ids(
-    candidates: Sequence[tuple[str | None, str, Any]],
-    *,
-    known_ids: Collection[str] = (),
-    provider: str,
-) -> tuple[ToolCall, ...] | None:
-    """Turn parsed ``(id, name, arguments)`` triples into tool calls.
-
-    ``arguments`` may be an object, a JSON string, ``None`` or ``""``. A call
-    without a name is dropped with a warning (it cannot be executed or
-    answered); a missing id, or one already used in this response or in
-    ``known_ids`` (the conversation so far), is replaced by a fresh one.
-    Returns ``None`` when no call is left, never an empty tuple.
-    """
-    used = set(known_ids)
-    calls: list[ToolCall] = []
-    for position, (call_id, name, arguments) in enumerate(candidates):
-        if not isinstance(name, str) or not name:
-            logger.warning("%s response: dropped tool call #%d without a name", provider, position)
-            continue
-        if not isinstance(call_id, str) or not call_id or call_id in used:
-            call_id = fresh_call_id()
-        used.add(call_id)
-        call = ToolCall.try_from_dict(
-            {"id": call_id, "function": {"name": name, "arguments": arguments}}
-        )
-        if call is None:
-            # Arguments of an unusable type (a list, a number): keep the text.
-            raw = json.dumps(arguments, ensure_ascii=False)
-            call = ToolCall(id=call_id, name=name, raw_arguments=raw)
-        calls.append(call)
-    return tuple(calls) if calls else None
-
-
-def token_count(value: Any, name: str, *, provider: str = "") -> int:
-    """A token counter from a response: missing is 0, anything but a count is an error."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        prefix = f"{provider}: " if provider else ""
-        raise ProviderResponseError(f"{prefix}{name} is not a count: {value!r}")
-    return value
-
-
-def known_call_ids(messages: Iterable[ChatMessage]) -> frozenset[str]:
-    """Every call id already used in ``messages``."""
-    return frozenset(call.id for m in messages if m.tool_calls is not None for call in m.tool_calls)
-
-
-def stable_alias(value: str, *, pattern: re.Pattern[str], length: int | None = None) -> str:
-    """Rewrite an id for a provider with stricter id rules, deterministically.
-
-    An id that already fits ``pattern`` (and ``length``) is kept. Otherwise the
-    result is derived from a hash of the whole id, so a call and the result
-    answering it always map to the same alias, and two different ids do not
-    collide in practice.
-    """
-    if pattern.fullmatch(value) and (length is None or len(value) == length):
-        return value
-    digest = hashlib.sha256(value.encode("utf-8")).hexdigest()
-    if length is not None:
-        alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-        number = int(digest, 16)
-        chars = []
-        for _ in range(length):
-            number, rest = divmod(number, len(alphabet))
-            chars.append(alphabet[rest])
-        return "".join(chars)
-    cleaned = re.sub(r"[^a-zA-Z0-9_-]", "_", value)[:40]
-    return f"{cleaned}_{digest[:12]}"
+# Shared conversion helpers live in ``conversion`` (re-exported above).
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:
@@ -290,6 +209,10 @@ def _retry_after_seconds(value: str | None) -> float | None:
 # HTTP ------------------------------------------------------------------------
 
 
+class _DeadlinePassed(Exception):
+    """The whole exchange has run out of time (inside ``_post`` only)."""
+
+
 class HTTPProvider:
     """Base class of the HTTP adapters: configuration, retries, error mapping.
 
@@ -314,6 +237,7 @@ class HTTPProvider:
         http_client: httpx.Client | None = None,
         extra_headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if self.requires_api_key and not api_key:
             raise InvalidArgumentError(
@@ -330,6 +254,15 @@ class HTTPProvider:
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.extra_headers = dict(extra_headers or {})
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or max_response_bytes < 1
+        ):
+            raise InvalidArgumentError(
+                "max_response_bytes must be a positive integer", code="invalid_max_response_bytes"
+            )
+        self.max_response_bytes = max_response_bytes
         self._client = http_client
         self._owns_client = http_client is None
         self._sleep = sleep
@@ -389,11 +322,12 @@ class HTTPProvider:
         payload = self.build_payload(messages, tools, options)
         body = self._post(self._url(options), payload)
         try:
-            return self.parse_response(body, known_ids=known_call_ids(messages), tools=tools)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            response = self.parse_response(body, known_ids=known_call_ids(messages), tools=tools)
+        except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
             raise ProviderResponseError(
                 f"{self.provider_name}: could not understand the response ({type(exc).__name__})"
             ) from None
+        return check_response(response, provider=self.provider_name)
 
     def close(self) -> None:
         """Close the HTTP client if this adapter created it."""
@@ -423,56 +357,103 @@ class HTTPProvider:
         return delay + random.uniform(0, delay / 4)  # jitter spreads synchronized retries
 
     def _post(self, url: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """POST ``payload``; retry 429, 5xx and connection errors; map failures."""
+        """POST ``payload``; retry 429, 5xx and connection errors; map failures.
+
+        ``timeout`` is a deadline for the whole exchange, retries and waits
+        included: a wait that would pass it ends the call at once.
+        """
+        deadline = time.monotonic() + self.timeout
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = self.client.post(
-                    url, json=payload, headers=self._headers(), timeout=self.timeout
-                )
-            except httpx.TimeoutException:
-                if last:
+                status, headers, data = self._exchange(url, payload, deadline)
+            except (httpx.TimeoutException, _DeadlinePassed):
+                if last or not self._wait(attempt, None, "timeout", deadline):
                     raise ProviderTimeout(
                         f"{self.provider_name}: no answer within {self.timeout:g} s"
                     ) from None
-                self._wait(attempt, None, "timeout")
                 continue
             except httpx.TransportError as exc:
-                if last:
+                if last or not self._wait(attempt, None, type(exc).__name__, deadline):
                     raise ProviderConnectionError(
                         f"{self.provider_name}: connection failed ({type(exc).__name__})"
                     ) from None
-                self._wait(attempt, None, type(exc).__name__)
                 continue
-            status = response.status_code
             if 200 <= status < 300:
-                return self._decode(response)
+                return self._decode(data)
+            text = data.decode("utf-8", errors="replace")
             if status in (401, 403):
                 raise ProviderAuthenticationError(
                     f"{self.provider_name}: authentication failed (HTTP {status}): "
-                    f"{self._redact(response.text)}",
+                    f"{self._redact(text)}",
                     status_code=status,
                 )
-            retry_after = _retry_after_seconds(response.headers.get("retry-after"))
+            retry_after = _retry_after_seconds(headers.get("retry-after"))
             if status == 429:
-                if last:
+                if last or not self._wait(attempt, retry_after, "HTTP 429", deadline):
                     raise ProviderRateLimited(
                         f"{self.provider_name}: rate limited (HTTP 429)", retry_after=retry_after
                     )
-                self._wait(attempt, retry_after, "HTTP 429")
                 continue
-            if status >= 500 and not last:
-                self._wait(attempt, retry_after, f"HTTP {status}")
+            if (
+                status >= 500
+                and not last
+                and self._wait(attempt, retry_after, f"HTTP {status}", deadline)
+            ):
                 continue
-            body = self._redact(response.text)
+            body = self._redact(text)
             raise ProviderHTTPError(
                 f"{self.provider_name}: HTTP {status}: {body}", status_code=status, body=body
             )
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
-    def _wait(self, attempt: int, retry_after: float | None, reason: str) -> None:
+    def _exchange(
+        self, url: str, payload: Mapping[str, Any], deadline: float
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """One request: status, headers and at most ``max_response_bytes`` of body.
+
+        The body is read in chunks so that neither a slow trickle (each read
+        well within the socket timeout) outlives the deadline nor a huge answer
+        is held in memory.
+        """
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _DeadlinePassed
+        with self.client.stream(
+            "POST", url, json=payload, headers=self._headers(), timeout=remaining
+        ) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_response_bytes:
+                raise self._too_big()
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise self._too_big()
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise _DeadlinePassed
+            return response.status_code, response.headers, b"".join(chunks)
+
+    def _too_big(self) -> ProviderInvalidResponse:
+        return ProviderInvalidResponse(
+            f"{self.provider_name}: the answer is larger than {self.max_response_bytes} bytes"
+        )
+
+    def _wait(self, attempt: int, retry_after: float | None, reason: str, deadline: float) -> bool:
+        """Sleep before the next attempt; ``False`` (no sleep) when that would pass the deadline."""
         delay = retry_after if retry_after is not None else self._backoff(attempt)
+        if time.monotonic() + delay >= deadline:
+            logger.warning(
+                "%s: %s, and a retry in %.2f s would pass the %g s deadline",
+                self.provider_name,
+                reason,
+                delay,
+                self.timeout,
+            )
+            return False
         logger.warning(
             "%s: %s, retrying in %.2f s (attempt %d of %d)",
             self.provider_name,
@@ -482,14 +463,15 @@ class HTTPProvider:
             self.max_retries + 1,
         )
         self._sleep(delay)
+        return True
 
-    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+    def _decode(self, data: bytes) -> dict[str, Any]:
         try:
-            body = response.json()
-        except ValueError:
+            body = json.loads(data)
+        except (ValueError, RecursionError):
+            text = data[:800].decode("utf-8", errors="replace")
             raise ProviderResponseError(
-                f"{self.provider_name}: the response is not JSON: "
-                f"{self._redact(response.text[:200])}"
+                f"{self.provider_name}: the response is not JSON: {self._redact(text[:200])}"
             ) from None
         if not isinstance(body, dict):
             raise ProviderResponseError(

@@ -33,6 +33,7 @@ from conversations.domain import (
 from conversations.exceptions import ProviderResponseError
 
 from .base import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     TOOL_CHOICE_KEYWORDS,
     CompletionOptions,
     HTTPProvider,
@@ -305,6 +306,7 @@ class OpenAIProvider(HTTPProvider):
         http_client: httpx.Client | None = None,
         extra_headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         preset: str = "openai",
         api_version: str | None = None,
     ) -> None:
@@ -338,6 +340,7 @@ class OpenAIProvider(HTTPProvider):
             http_client=http_client,
             extra_headers=extra_headers,
             sleep=sleep,
+            max_response_bytes=max_response_bytes,
         )
         self.preset = found
         self.api_version = version if found.azure else None

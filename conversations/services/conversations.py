@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from conversations.domain import normalise_messages
 from conversations.exceptions import ConversationBusy, InvalidArgumentError
-from conversations.models import Conversation, Profile, Run
+from conversations.models import Conversation, Profile, Run, ToolCall
 from conversations.providers.base import HTTPProvider
 from conversations.selectors import get_default_profile, history_for_provider, open_tool_calls
 
@@ -66,6 +66,8 @@ def import_conversation(
     ``append_messages``' pairing rules (a tool message may carry
     ``is_error``); an imported history must also answer every call it makes (``unanswered_tool_calls`` otherwise). Errors are
     :class:`InvalidArgumentError` whose ``field`` starts with ``messages/``.
+    Each imported call is recorded as answered: ``succeeded``, or ``failed``
+    when its result is flagged ``is_error``.
     """
     try:
         items = normalise_messages(messages)
@@ -78,6 +80,10 @@ def import_conversation(
         try:
             append_messages(conversation=conversation, messages=items)
             still_open = open_tool_calls(conversation=conversation)
+            # An imported call has its result: it is answered, not pending.
+            answered = ToolCall.objects.filter(conversation=conversation)
+            answered.filter(results__is_error=False).update(status=ToolCall.Status.SUCCEEDED)
+            answered.filter(results__is_error=True).update(status=ToolCall.Status.FAILED)
             if still_open:
                 call = still_open[0]
                 names = ", ".join(c.call_id for c in still_open)
@@ -117,6 +123,9 @@ def delete_conversation(*, conversation: Conversation) -> None:
     """
     recover_runs(conversation=conversation)
     with transaction.atomic():
+        # Locked first: a run being started meanwhile either committed before
+        # (then it is seen below) or waits for this delete and fails (busy).
+        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk"))
         if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
             raise ConversationBusy("a run is running on this conversation; try again later")
         conversation.delete()

@@ -22,7 +22,13 @@ from conversations.models import Conversation, Run, ToolCall
 
 from .tool_calls import answer_open_calls
 
-__all__ = ["recover_runs"]
+__all__ = ["MIN_LEASE_SECONDS", "recover_runs"]
+
+MIN_LEASE_SECONDS = 30
+"""The shortest lease ``manage.py recover_runs --lease`` accepts: a shorter one
+would end live runs whose process merely paused (a slow provider call, a GC
+pause, a suspended container). Such a process is fenced out, but its run
+still ends ``interrupted`` for nothing."""
 
 logger = logging.getLogger("conversations.recovery")
 

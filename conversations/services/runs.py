@@ -34,6 +34,7 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
+from .fencing import held_run
 from .messages import append_messages
 from .recovery import recover_runs
 from .tool_calls import answer_open_calls
@@ -47,6 +48,7 @@ __all__ = [
     "end_unclaimed_run",
     "finish_run",
     "finish_run_after_error",
+    "reload_run",
     "resolve_profile",
     "start_run",
     "worker_name",
@@ -227,23 +229,43 @@ def finish_run(
     error_code: str = "",
     error_message: str = "",
 ) -> Run:
-    """End the run; calls still open are answered so the history stays valid."""
+    """End the run; calls still open are answered so the history stays valid.
+
+    Fenced: when this process no longer holds the run (recovery ended it
+    meanwhile), nothing is written, and the run is returned as it is stored.
+    """
     open_status = (
         ToolCallRow.Status.CANCELLED
         if status == Run.Status.CANCELLED
         else ToolCallRow.Status.INTERRUPTED
     )
+    finished_at = timezone.now()
     with transaction.atomic():
-        answer_open_calls(conversation=run.conversation, status=open_status, run=run)
-        run.status = status
-        run.finished_at = timezone.now()
-        run.final_content = final_content
-        run.error_code = error_code
-        run.error_message = error_message[:2000]
-        run.save(
-            update_fields=["status", "finished_at", "final_content", "error_code", "error_message"]
+        # The run row first (as recovery locks it), then the conversation.
+        ended = held_run(run).update(
+            status=status,
+            finished_at=finished_at,
+            final_content=final_content,
+            error_code=error_code,
+            error_message=error_message[:2000],
         )
+        if ended:
+            answer_open_calls(conversation=run.conversation, status=open_status, run=run)
+    if not ended:
+        logger.warning("run %s: fenced out, not ended as %s (ended meanwhile)", run.pk, status)
+        return reload_run(run)
+    run.status, run.finished_at, run.final_content = status, finished_at, final_content
+    run.error_code, run.error_message = error_code, error_message[:2000]
     signals.run_finished.send(sender=Run, run=run)
+    return run
+
+
+def reload_run(run: Run) -> Run:
+    """``run`` as stored now; as it is when it no longer exists (its conversation was deleted)."""
+    try:
+        run.refresh_from_db()
+    except Run.DoesNotExist:
+        logger.warning("run %s: deleted with its conversation while it was executing", run.pk)
     return run
 
 
@@ -267,8 +289,9 @@ class Heartbeat:
     uses its own database connection.
     """
 
-    def __init__(self, run_id: uuid.UUID, *, interval: float) -> None:
-        self.run_id = run_id
+    def __init__(self, run: Run, *, interval: float) -> None:
+        self.run = run
+        self.run_id: uuid.UUID = run.pk
         self.interval = max(interval, 0.05)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -290,9 +313,8 @@ class Heartbeat:
 
         try:
             while not self._stop.wait(self.interval):
-                Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).update(
-                    heartbeat_at=timezone.now()
-                )
+                # Fenced like every write: a run ended by recovery stays ended.
+                held_run(self.run).update(heartbeat_at=timezone.now())
         finally:
             connection.close()
 

@@ -10,6 +10,7 @@ stored with ``is_error`` set, so adapters can flag it natively.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import traceback
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from django.utils import timezone
 from conversations import signals
 from conversations.conf import app_settings
 from conversations.domain import ChatMessage
+from conversations.domain.storable import storable_text
 from conversations.models import Conversation, Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.tools import (
@@ -35,6 +37,7 @@ from conversations.tools import (
     validate_arguments,
 )
 
+from .fencing import hold_run
 from .messages import append_messages
 
 __all__ = [
@@ -56,6 +59,7 @@ __all__ = [
     "persist_outcomes",
     "reject_call",
     "rejected_by_reviewer_text",
+    "storage_failed",
     "tool_error_text",
 ]
 
@@ -169,7 +173,7 @@ def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
         return CallOutcome(
             row,
             ToolCallRow.Status.FAILED,
-            truncate_result(text, app_settings().TOOL_RESULT_MAX_BYTES),
+            _storable_result(text, row=row),
             error=traceback.format_exc(),
             started_at=started,
             finished_at=timezone.now(),
@@ -184,14 +188,51 @@ def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
             started_at=started,
             finished_at=timezone.now(),
         )
-    content = truncate_result(result, app_settings().TOOL_RESULT_MAX_BYTES)
+    content = _storable_result(result, row=row)
     return CallOutcome(
         row, ToolCallRow.Status.SUCCEEDED, content, started_at=started, finished_at=timezone.now()
     )
 
 
+def _storable_result(text: str, *, row: ToolCallRow) -> str:
+    """A result the database can hold (NUL and lone surrogates become U+FFFD), cut to size.
+
+    Made storable before it is written: a result refused by the database
+    after the tool ran would be lost, and the model told the call never completed.
+    """
+    cleaned, replaced = storable_text(str(text))
+    if replaced:
+        logger.warning(
+            "tool %s (call %s): unstorable characters in the result replaced by U+FFFD",
+            row.name,
+            row.call_id,
+        )
+    return truncate_result(cleaned, app_settings().TOOL_RESULT_MAX_BYTES)
+
+
+def storage_failed(*, outcome: CallOutcome, detail: str) -> CallOutcome:
+    """What a call's outcome becomes when its result could not be stored.
+
+    A tool that ran is never reported as interrupted (the model might run it
+    again): it ends ``failed``, the model reads the fixed failure sentence and
+    admins the reason. Answers to calls that never ran are kept as they are.
+    """
+    if outcome.started_at is None:
+        return outcome
+    return dataclasses.replace(
+        outcome,
+        status=ToolCallRow.Status.FAILED,
+        content=tool_error_text(TOOL_FAILED, outcome.row.name),
+        error=f"the result could not be stored:\n{detail}",
+    )
+
+
 def persist_outcomes(*, run: Run, outcomes: Sequence[CallOutcome]) -> None:
-    """Store every result and call status of a turn, and the heartbeat, in one transaction."""
+    """Store every result and call status of a turn, and the heartbeat, in one transaction.
+
+    Raises :class:`~conversations.exceptions.RunFencedOut` (nothing written)
+    when this process no longer holds ``run``.
+    """
     now = timezone.now()
     for outcome in outcomes:
         row = outcome.row
@@ -200,13 +241,14 @@ def persist_outcomes(*, run: Run, outcomes: Sequence[CallOutcome]) -> None:
         row.started_at = outcome.started_at or row.started_at
         row.finished_at = outcome.finished_at or now
     with transaction.atomic():
+        # Fenced: a process whose run was ended meanwhile writes nothing.
+        hold_run(run)
         append_messages(
             conversation=run.conversation,
             messages=[outcome.to_message() for outcome in outcomes],
             run=run,
         )
         _update_call_states([outcome.row for outcome in outcomes])
-        Run.objects.filter(pk=run.pk).update(heartbeat_at=now)
 
 
 def _update_call_states(rows: list[ToolCallRow]) -> None:

@@ -24,11 +24,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -42,16 +43,19 @@ from conversations.exceptions import (
     ProviderError,
     RunAlreadyClaimed,
     RunCancelled,
+    RunFencedOut,
 )
 from conversations.models import Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
+from conversations.providers.boundary import check_response
 from conversations.selectors import available_tools, history_for_provider
 from conversations.tools import Tool
 
 from . import tracing
 from .approvals import approval_levels, held_calls, hold_turn, send_requested
 from .budgets import check_budgets
+from .fencing import hold_run
 from .messages import MessageDetails, append_messages
 from .providers import build_provider, completion_options
 from .runs import (
@@ -60,6 +64,7 @@ from .runs import (
     claim_run,
     finish_run,
     finish_run_after_error,
+    reload_run,
     resolve_profile,
     start_run,
 )
@@ -70,6 +75,7 @@ from .tool_calls import (
     execute_call,
     persist_outcomes,
     reject_call,
+    storage_failed,
 )
 from .usage import record_failed_call, record_model_call
 
@@ -96,16 +102,28 @@ def run_tool_loop(
     when another run is running on the conversation.
     """
     profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
+    built = provider is None
     if provider is None:
         provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
-    run = start_run(
-        conversation=conversation,
-        content=content,
-        profile=profile,
-        provider=provider,
-        max_iterations=max_iterations,
-    )
-    return execute_run(run=run, provider=provider)
+    try:
+        run = start_run(
+            conversation=conversation,
+            content=content,
+            profile=profile,
+            provider=provider,
+            max_iterations=max_iterations,
+        )
+        return execute_run(run=run, provider=provider)
+    finally:
+        if built:
+            _close(provider)
+
+
+def _close(provider: ChatProvider) -> None:
+    """Close an adapter the loop built (its HTTP client and sockets), if it can be."""
+    close = getattr(provider, "close", None)
+    if callable(close):
+        close()
 
 
 def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
@@ -125,6 +143,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
             return run
         raise RunAlreadyClaimed(f"run {run.pk} is already being executed by {run.worker}")
     profile = run.profile
+    built = provider is None
     try:
         if provider is None:
             if profile is None:
@@ -134,15 +153,19 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
-    with (
-        Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3),
-        tracing.agent_span(
-            profile=profile.slug if profile else "",
-            conversation_id=run.conversation_id,
-            provider=run.provider,
-        ),
-    ):
-        return _drive(run, provider, profile, request)
+    try:
+        with (
+            Heartbeat(run, interval=app_settings().RUN_LEASE_SECONDS / 3),
+            tracing.agent_span(
+                profile=profile.slug if profile else "",
+                conversation_id=run.conversation_id,
+                provider=run.provider,
+            ),
+        ):
+            return _drive(run, provider, profile, request)
+    finally:
+        if built:
+            _close(provider)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +254,11 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
             error_code=exc.code,
             error_message=exc.detail,
         )
+    except RunFencedOut:
+        # Recovery ended the run while this process was paused: another run
+        # may hold the conversation now, so stop without writing anything.
+        logger.warning("run %s: fenced out (ended meanwhile by another process); stopping", run.pk)
+        return reload_run(run)
     except BaseException as exc:
         # Not swallowed: record the failure so the conversation stays usable, then re-raise.
         finish_run_after_error(run=run, exc=exc)
@@ -255,6 +283,11 @@ def _ask(
             messages=history,
         ) as span:
             response = provider.complete(history, tools=specs, options=options)
+            # Adapters over HTTP check at their boundary already; any other provider
+            # (a scripted or a host's own) is held to the same rules here.
+            response = check_response(
+                response, provider=getattr(provider, "provider_name", "provider")
+            )
             span.answered(response)
     except Exception as exc:
         code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
@@ -286,6 +319,7 @@ def _persist_turn(
     usage = response.usage
     details = MessageDetails.from_response(response, latency_ms=latency_ms)
     with transaction.atomic():
+        hold_run(run)
         (message,) = append_messages(
             conversation=run.conversation,
             messages=[response.to_message()],
@@ -363,7 +397,15 @@ def _run_calls(
                 outcome = execute_call(run=run, row=row, tool=tools[row.name])
                 span.finished(status=outcome.status, result=outcome.content)
             ordered.append(outcome)
-    persist_outcomes(run=run, outcomes=ordered)
+    try:
+        persist_outcomes(run=run, outcomes=ordered)
+    except DatabaseError:
+        # The tools have run: tell the model they failed (never "interrupted",
+        # which invites a repeat) and keep the reason for admins.
+        logger.exception("run %s: the results of a turn could not be stored", run.pk)
+        detail = traceback.format_exc()
+        ordered = [storage_failed(outcome=outcome, detail=detail) for outcome in ordered]
+        persist_outcomes(run=run, outcomes=ordered)
     for outcome in ordered:
         signals.tool_call_finished.send(
             sender=ToolCallRow, tool_call=outcome.row, run=run, result=outcome.content

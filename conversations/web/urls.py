@@ -8,5 +8,6 @@ app_name = "conversations_web"
 
 urlpatterns = [
     path("", views.chat, name="chat"),
+    path("login/", views.ChatLoginView.as_view(), name="login"),
     path("<uuid:conversation_id>/", views.chat, name="conversation"),
 ]

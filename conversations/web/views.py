@@ -12,6 +12,7 @@ from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.views import LoginView
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
@@ -19,7 +20,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from conversations.models import Conversation
 
-__all__ = ["RECENT_CONVERSATIONS", "api_root", "chat"]
+__all__ = ["RECENT_CONVERSATIONS", "ChatLoginView", "api_root", "chat"]
 
 RECENT_CONVERSATIONS = 50
 """How many conversations the page lists before the script loads more through the API."""
@@ -36,7 +37,21 @@ def api_root() -> str:
     return profiles.removesuffix("profiles/")
 
 
-@login_required
+class ChatLoginView(LoginView):
+    """The chat's own login page: any active user may chat, staff or not.
+
+    The admin's login page refuses users who are not staff, so the chat does
+    not send people there; after logging in they land on the chat page.
+    """
+
+    template_name = "conversations/login.html"
+    redirect_authenticated_user = True
+
+    def get_default_redirect_url(self) -> str:
+        return reverse("conversations_web:chat")
+
+
+@login_required(login_url="conversations_web:login")
 @ensure_csrf_cookie
 def chat(request: HttpRequest, conversation_id: UUID | None = None) -> HttpResponse:
     """The chat page; ``conversation_id`` opens one of the user's conversations."""

@@ -170,6 +170,11 @@ def test_every_created_answer_documents_its_location_header(schema):
         ("/api/conversations/import/", "post", "201"),
         ("/api/conversations/{conversation_id}/messages/", "post", "201"),
         ("/api/conversations/{conversation_id}/messages/", "post", "202"),
+        ("/api/conversations/{conversation_id}/fork/", "post", "201"),
+        ("/api/conversations/{conversation_id}/messages/{position}/edit/", "post", "201"),
+        ("/api/conversations/{conversation_id}/messages/{position}/edit/", "post", "202"),
+        ("/api/conversations/{conversation_id}/regenerate/", "post", "201"),
+        ("/api/conversations/{conversation_id}/regenerate/", "post", "202"),
     }
     for response in created.values():
         assert response["headers"]["Location"]["schema"] == {"type": "string", "format": "uri"}

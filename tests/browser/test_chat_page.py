@@ -62,9 +62,9 @@ def save_screenshot(page, name: str, **options) -> None:
 
 
 def log_in(page, base_url: str) -> None:
-    """Through the admin's login page, as a person would, landing back on the chat page."""
+    """Through the chat's login page, as a person would, landing back on the chat page."""
     page.goto(f"{base_url}/chat/")
-    expect(page).to_have_url(f"{base_url}/admin/login/?next=/chat/")
+    expect(page).to_have_url(f"{base_url}/chat/login/?next=/chat/")
     page.fill("#id_username", DEMO_USERNAME)
     page.fill("#id_password", DEMO_PASSWORD)
     page.click("input[type=submit]")
@@ -279,7 +279,13 @@ def demo_transcript(demo):
     return Conversation.objects.get(owner__username=DEMO_USERNAME)
 
 
-def test_screenshot_of_the_admin_transcript(live_server, demo_transcript, browser):
+@pytest.fixture
+def admin_account(django_user_model):
+    """The demo user is an ordinary user; the admin needs a staff account."""
+    django_user_model.objects.create_superuser("admin", password="admin-password-1")
+
+
+def test_screenshot_of_the_admin_transcript(live_server, demo_transcript, admin_account, browser):
     if not admin.site.is_registered(Conversation):
         pytest.skip("the admin for conversations is not there yet")
     url = reverse("admin:conversations_conversation_change", args=[demo_transcript.pk])
@@ -287,8 +293,8 @@ def test_screenshot_of_the_admin_transcript(live_server, demo_transcript, browse
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     page.goto(f"{live_server.url}/admin/login/?next={url}")
-    page.fill("#id_username", DEMO_USERNAME)
-    page.fill("#id_password", DEMO_PASSWORD)
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "admin-password-1")
     page.click("input[type=submit]")
     expect(page).to_have_url(f"{live_server.url}{url}")
     expect(page.locator("body")).to_contain_text("get_weather")

@@ -295,7 +295,7 @@ def test_the_chat_page_and_the_api_are_served_by_the_host(host):
     smoke = host.manage("shell", "-c", SMOKE)
 
     lines = dict(line.split(" ", 1) for line in smoke.stdout.splitlines() if " " in line)
-    assert lines["anonymous"] == "302 /admin/login/?next=/chat/"
+    assert lines["anonymous"] == "302 /chat/login/?next=/chat/"
     assert lines["page"] == "200 True"
     assert lines["profiles"].startswith("200 ")
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import uuid
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.urls import reverse
 
 from conversations.domain import ChatMessage
 from conversations.models import Conversation
 from conversations.services import append_messages
 from conversations.services.branches import fork_conversation
+from project.demo_tools.management.commands.setup_demo import DEMO_USERNAME
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +33,7 @@ def test_anonymous_users_are_sent_to_the_login_page(client):
     response = client.get("/chat/")
 
     assert response.status_code == 302
-    assert response["Location"] == "/admin/login/?next=/chat/"
+    assert response["Location"] == "/chat/login/?next=/chat/"
 
 
 def test_anonymous_users_cannot_open_a_conversation_either(client, alice):
@@ -38,7 +42,7 @@ def test_anonymous_users_cannot_open_a_conversation_either(client, alice):
     response = client.get(f"/chat/{conversation.pk}/")
 
     assert response.status_code == 302
-    assert response["Location"].startswith("/admin/login/?next=")
+    assert response["Location"].startswith("/chat/login/?next=")
 
 
 def test_the_page_renders_the_app_shell(client, alice):
@@ -132,3 +136,21 @@ def test_the_sidebar_lists_roots_and_a_branch_still_opens(client, user, conversa
     assert page.status_code == 200
     assert [c.pk for c in page.context["conversations"]] == [conversation.pk]
     assert page.context["current"] == branch
+
+
+def test_an_ordinary_user_logs_in_on_the_chats_own_page_and_lands_on_the_chat(client, bob):
+    page = client.get("/chat/login/?next=/chat/")
+    assert page.status_code == 200
+    assert 'name="username"' in page.content.decode()
+    response = client.post(
+        "/chat/login/", {"username": "bob", "password": "bob-password", "next": "/chat/"}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/chat/"
+    assert client.get("/chat/").status_code == 200
+
+
+def test_the_demo_user_is_not_staff():
+    call_command("setup_demo", stdout=io.StringIO())
+    demo = get_user_model().objects.get(username=DEMO_USERNAME)
+    assert not demo.is_staff and not demo.is_superuser

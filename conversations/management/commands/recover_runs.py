@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.services.decisions import expire_approvals
-from conversations.services.recovery import recover_runs
+from conversations.services.recovery import MIN_LEASE_SECONDS, recover_runs
 
 
 class Command(BaseCommand):
@@ -23,7 +23,7 @@ class Command(BaseCommand):
             type=int,
             default=None,
             help="Seconds without heartbeat after which a run counts as dead "
-            "(default: CONVERSATIONS['RUN_LEASE_SECONDS']).",
+            f"(default: CONVERSATIONS['RUN_LEASE_SECONDS']; at least {MIN_LEASE_SECONDS}).",
         )
         parser.add_argument(
             "--requeue",
@@ -36,6 +36,11 @@ class Command(BaseCommand):
     def handle(
         self, *args: Any, lease: int | None = None, requeue: bool = False, **options: Any
     ) -> None:
+        if lease is not None and lease < MIN_LEASE_SECONDS:
+            raise CommandError(
+                f"--lease must be at least {MIN_LEASE_SECONDS} seconds (got {lease}): a shorter "
+                "lease would end runs whose process is alive but paused"
+            )
         for decision in expire_approvals():
             self.stdout.write(
                 f"rejected expired approval of tool call {decision.approval.tool_call_id} "

@@ -41,7 +41,9 @@ class Command(BaseCommand):
             )
         user_model = get_user_model()
         user, created = user_model.objects.get_or_create(
-            username=DEMO_USERNAME, defaults={"is_staff": True, "is_superuser": True}
+            # An ordinary user: the chat page needs no staff rights.
+            username=DEMO_USERNAME,
+            defaults={"is_staff": False, "is_superuser": False},
         )
         if created:
             user.set_password(DEMO_PASSWORD)
