@@ -133,13 +133,16 @@ LOGIN_REDIRECT_URL = "/chat/"
 # the API and its version: neither REST_FRAMEWORK nor SPECTACULAR_SETTINGS is
 # needed (the install test proves it in a fresh host project).
 
-# The app's settings; the environment may choose the executor and the lease
+# The app's settings; the environment may choose the executor, the lease and
+# the per-user stream limit
 # (e.g. CONVERSATIONS_EXECUTOR=celery for web processes and workers alike).
 CONVERSATIONS: dict[str, object] = {}
 if os.environ.get("CONVERSATIONS_EXECUTOR"):
     CONVERSATIONS["EXECUTOR"] = os.environ["CONVERSATIONS_EXECUTOR"]
 if os.environ.get("CONVERSATIONS_RUN_LEASE_SECONDS"):
     CONVERSATIONS["RUN_LEASE_SECONDS"] = int(os.environ["CONVERSATIONS_RUN_LEASE_SECONDS"])
+if os.environ.get("CONVERSATIONS_MAX_STREAMS_PER_USER"):
+    CONVERSATIONS["MAX_STREAMS_PER_USER"] = int(os.environ["CONVERSATIONS_MAX_STREAMS_PER_USER"])
 
 # Celery (used when CONVERSATIONS["EXECUTOR"] is "celery"; see project/celery.py
 # and docs/scaling.md). Tasks are acknowledged after they ran, so a message

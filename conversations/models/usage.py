@@ -71,10 +71,10 @@ class ModelCall(models.Model):
     time_to_first_token_ms = models.PositiveIntegerField(
         null=True, blank=True, help_text="When the answer was streamed."
     )
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cached_prompt_tokens = models.PositiveIntegerField(default=0)
-    reasoning_tokens = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cached_prompt_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
     status = models.CharField(max_length=8, choices=Status.choices)
     error_code = models.CharField(max_length=100, blank=True)
     input_price_per_million = models.DecimalField(

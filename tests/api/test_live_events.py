@@ -123,7 +123,8 @@ def test_idle_streams_under_uvicorn_hold_no_thread(uvicorn, token, demo_conversa
     # More streams than the shared pool (asyncio's default executor) has threads.
     pool = min(32, (os.cpu_count() or 1) + 4)
     streams = pool + 16
-    server, base_url = uvicorn()
+    # One user holds them all: lift the per-user limit for this server.
+    server, base_url = uvicorn(CONVERSATIONS_MAX_STREAMS_PER_USER=str(streams + 1))
     run = start_run(conversation=demo_conversation, content="hi")
     claim_run(run=run)  # "a worker has it": the streams just wait
     url = f"{base_url}{reverse('conversations:run-events', args=[run.pk])}"
