@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import enum
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -132,14 +133,14 @@ class _ResultEncoder(DjangoJSONEncoder):
         return super().default(o)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _valid_utf8(text: str) -> str:
     # Lone surrogates (e.g. from os.fsdecode) are legal in a Python str but
     # not in UTF-8: PostgreSQL and every provider would reject the message.
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
+    # Each becomes U+FFFD, the character Unicode reserves for "unrepresentable".
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def encode_result(value: Any) -> str:

@@ -180,9 +180,9 @@ def test_a_result_with_nul_and_surrogates_is_stored_not_thrown_away(conversation
     call = ToolCallRow.objects.get(conversation=conversation)
     assert call.status == ToolCallRow.Status.SUCCEEDED
     (result,) = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
-    # NUL becomes U+FFFD; the tools layer already wrote lone surrogates as "?".
-    assert result.content == "before\ufffdafter?end"
-    assert provider.requests[1].messages[-1].content == "before\ufffdafter?end"
+    # NUL and the lone surrogate each become U+FFFD.
+    assert result.content == "before\ufffdafter\ufffdend"
+    assert provider.requests[1].messages[-1].content == "before\ufffdafter\ufffdend"
 
 
 def test_a_result_that_cannot_be_stored_is_failed_never_interrupted(
