@@ -116,7 +116,12 @@ def describe_failure(exc: BaseException) -> str:
 
 @asynccontextmanager
 async def open_client(connection: Connection) -> AsyncIterator[Client]:
-    """An initialised SDK client of the server, closed (process ended) on exit."""
+    """An initialised SDK client of the server, closed (process ended) on exit.
+
+    Every request, the handshake included, times out after the connection's
+    ``connect_timeout`` unless the call gives its own.
+    """
+    timeout = connection.connect_timeout
     if connection.transport == MCPTransport.STDIO:
         # The server's stderr is its own log; it must not mix into ours.
         with open(os.devnull, "w") as errlog:
@@ -124,12 +129,16 @@ async def open_client(connection: Connection) -> AsyncIterator[Client]:
                 command=connection.command, args=list(connection.args), env=dict(connection.env)
             )
 
-            async with Client(stdio_client(params, errlog=errlog)) as client:
+            async with Client(
+                stdio_client(params, errlog=errlog), read_timeout_seconds=timeout
+            ) as client:
                 yield client
         return
     async with (
-        httpx2.AsyncClient(headers=dict(connection.headers)) as http,
-        Client(streamable_http_client(connection.url, http_client=http)) as client,
+        httpx2.AsyncClient(headers=dict(connection.headers), timeout=timeout) as http,
+        Client(
+            streamable_http_client(connection.url, http_client=http), read_timeout_seconds=timeout
+        ) as client,
     ):
         yield client
 

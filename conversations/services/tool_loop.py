@@ -43,6 +43,7 @@ from conversations.exceptions import (
     RunAlreadyClaimed,
     RunCancelled,
 )
+from conversations.mcp.tools import mcp_connections
 from conversations.models import Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
@@ -136,6 +137,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
         raise
     with (
         Heartbeat(run.pk, interval=app_settings().RUN_LEASE_SECONDS / 3),
+        mcp_connections(),
         tracing.agent_span(
             profile=profile.slug if profile else "",
             conversation_id=run.conversation_id,

@@ -45,6 +45,12 @@ def whoami() -> str:
 
 
 @server.tool()
+def pid() -> str:
+    """The server process's id (tells whether a connection was reused)."""
+    return str(os.getpid())
+
+
+@server.tool()
 def refuse(reason: str) -> str:
     """Always fails, with the reason."""
     raise ToolError(f"refused: {reason}")
