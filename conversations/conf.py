@@ -60,6 +60,8 @@ class ConversationsSettings:
     change run ``manage.py rebuild_search_index``."""
     REDACTION_MARKER: str = "[redacted]"
     """What redaction writes in place of contents, tool arguments and results."""
+    MCP_SERVER_PROFILE: str | None = None
+    """Slug of the profile whose tools ``/mcp/`` serves (``None``: the endpoint answers 404)."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}

@@ -1,4 +1,4 @@
-"""MCP servers and their synced tools in the admin: sync action, schema changes side by side."""
+"""MCP in the admin: servers (sync action), their tools (schema changes side by side), calls of ours."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from django.utils.html import format_html
 
 from conversations.exceptions import MCPServerError
 from conversations.mcp import SDK_MISSING_HINT, sdk_installed
-from conversations.models import MCPServer, MCPTool
+from conversations.models import MCPCall, MCPServer, MCPTool
 
 from .display import pretty_json
 
-__all__ = ["MCPServerAdmin", "MCPToolAdmin"]
+__all__ = ["MCPCallAdmin", "MCPServerAdmin", "MCPToolAdmin"]
 
 
 class MCPToolInline(admin.TabularInline):
@@ -111,3 +111,34 @@ class MCPToolAdmin(admin.ModelAdmin):
         after += pretty_json(obj.input_schema).splitlines()
         diff = difflib.unified_diff(before, after, "before", "now", lineterm="", n=2)
         return format_html("<pre>{}</pre>", "\n".join(diff))
+
+
+@admin.register(MCPCall)
+class MCPCallAdmin(admin.ModelAdmin):
+    """Calls MCP clients made of the app's tools through ``/mcp/``: an audit log, read-only."""
+
+    list_display = ("created_at", "user", "tool", "status", "duration_ms", "result_bytes")
+    list_filter = ("status", "tool")
+    search_fields = ("tool", "user__username")
+    list_select_related = ("user",)
+    fields = (
+        "created_at",
+        "user",
+        "tool",
+        "status",
+        "arguments_json",
+        "duration_ms",
+        "result_bytes",
+        "error",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="Arguments")
+    def arguments_json(self, obj):
+        return format_html("<pre>{}</pre>", pretty_json(obj.arguments))

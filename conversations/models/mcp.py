@@ -1,13 +1,14 @@
-"""MCP servers the app connects to, and the tools each one offers (synced, then switched by admins)."""
+"""MCP servers the app connects to, their tools, and the calls MCP clients make of ours."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
 from .constraints import is_json, not_empty
 
-__all__ = ["MCPServer", "MCPTool", "MCPTransport"]
+__all__ = ["MCPCall", "MCPServer", "MCPTool", "MCPTransport"]
 
 
 class MCPTransport(models.TextChoices):
@@ -148,3 +149,36 @@ class MCPTool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server.slug}: {self.name}"
+
+
+class MCPCall(models.Model):
+    """One call of one of the app's tools by an MCP client through ``/mcp/`` (an audit record)."""
+
+    class Status(models.TextChoices):
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        REJECTED = "rejected", "Rejected"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_calls"
+    )
+    tool = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    error = models.TextField(blank=True, help_text="Detail for admins; never sent to the client.")
+    duration_ms = models.PositiveIntegerField()
+    result_bytes = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "MCP call"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["succeeded", "failed", "rejected"]),
+                name="conversations_mcpcall_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.status})"
