@@ -128,3 +128,28 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return messages
+
+
+@register()
+def check_mcp_sdk(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Enabled MCP servers need the SDK of the ``mcp`` extra (no query when it is installed)."""
+    from django.db import DatabaseError
+
+    from .mcp import SDK_MISSING_HINT, sdk_installed
+    from .models import MCPServer
+
+    if sdk_installed():
+        return []
+    try:
+        servers = list(MCPServer.objects.filter(enabled=True).values_list("slug", flat=True)[:5])
+    except DatabaseError:  # not migrated yet: there is nothing configured to complain about
+        return []
+    if not servers:
+        return []
+    return [
+        Error(
+            f"MCP servers are enabled ({', '.join(servers)}) but the MCP SDK is not installed.",
+            hint=SDK_MISSING_HINT,
+            id="conversations.E020",
+        )
+    ]

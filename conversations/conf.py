@@ -67,6 +67,8 @@ class ConversationsSettings:
     MAX_JSON_DEPTH: int = 64
     """Deepest nesting accepted in a request body or in tool arguments; deeper provider
     arguments are kept as raw text and never executed."""
+    MCP_SERVER_PROFILE: str | None = None
+    """Slug of the profile whose tools ``/mcp/`` serves (``None``: the endpoint answers 404)."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}

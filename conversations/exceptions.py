@@ -17,6 +17,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── WouldSplitToolCall                  a fork cut would leave a call without its result
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
     ├── BudgetExceeded                      a blocking budget is used up (``budget``, ``resets_at``)
+    ├── MCPServerError                      an MCP server could not be reached or answered garbage
     └── ProviderError                       talking to a model provider failed
         ├── ProviderConnectionError         no answer (DNS, refused, reset)
         │   └── ProviderTimeout             the answer took too long
@@ -44,6 +45,7 @@ __all__ = [
     "ConversationsError",
     "ExecutorUnavailable",
     "InvalidArgumentError",
+    "MCPServerError",
     "ProviderAuthenticationError",
     "ProviderConnectionError",
     "ProviderError",
@@ -179,6 +181,12 @@ class BudgetExceeded(ConversationsError):
         super().__init__(message)
         self.budget = budget
         self.resets_at = resets_at
+
+
+class MCPServerError(ConversationsError):
+    """An MCP server could not be started, reached or understood (detail for admins)."""
+
+    code = "mcp_server_error"
 
 
 class ProviderError(ConversationsError):

@@ -9,4 +9,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("conversations.api.urls")),
     path("chat/", include("conversations.web.urls")),
+    path("mcp/", include("conversations.mcp.urls")),
 ]

@@ -4,9 +4,10 @@
 and messages (view-only, actions through services); ``config`` registers
 providers, language models, profiles and the tool switches; ``approvals`` is
 the inbox of tool calls waiting for a human decision; ``usage`` the
-model-call ledger, budgets and the usage page.
+model-call ledger, budgets and the usage page; ``mcp`` the MCP servers and
+their synced tools.
 """
 
-from . import approvals, config, history, records, usage
+from . import approvals, config, history, mcp, records, usage
 
-__all__ = ["approvals", "config", "history", "records", "usage"]
+__all__ = ["approvals", "config", "history", "mcp", "records", "usage"]

@@ -13,13 +13,15 @@ cross-row rules are checked on insert and stay true that way.
 Split by concern: ``constraints`` (the expressions the checks are built
 from), ``config`` (providers, language models, profiles, tool switches) and
 ``transcript`` (conversations, messages, tool calls, runs) and ``usage``
-(the model-call ledger, budgets and their per-period counters). Everything is
+(the model-call ledger, budgets and their per-period counters) and ``mcp``
+(MCP servers, the tools they list, calls of ours over MCP). Everything is
 importable from here, which is also where migrations find ``JSONTypeOf``.
 """
 
 from .approvals import ApprovalDecision, ApprovalLevel, ToolApproval
 from .config import ApprovalPolicy, LanguageModel, Profile, Provider, ToolSetting
 from .constraints import JSONTypeOf
+from .mcp import MCPCall, MCPServer, MCPTool, MCPTransport
 from .transcript import (
     BUSY_RUN_STATUSES,
     Conversation,
@@ -41,6 +43,10 @@ __all__ = [
     "Conversation",
     "JSONTypeOf",
     "LanguageModel",
+    "MCPCall",
+    "MCPServer",
+    "MCPTool",
+    "MCPTransport",
     "Message",
     "ModelCall",
     "Profile",

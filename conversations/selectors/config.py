@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from django.db.models import QuerySet
 
 from conversations.conf import app_settings
+from conversations.mcp import sdk_installed
 from conversations.models import Profile, ToolSetting
 from conversations.tools import Tool, registry
 
@@ -34,12 +35,18 @@ def disabled_tool_names() -> frozenset[str]:
 def available_tools(*, allowed: Iterable[str] | None = None) -> dict[str, Tool]:
     """Registered tools that are enabled and, when ``allowed`` is given, named in it.
 
-    Returned in registration order, keyed by name.
+    Returned in registration order, keyed by name, followed by the enabled
+    tools of MCP servers (when the ``mcp`` extra is installed).
     """
     disabled = disabled_tool_names()
     allowed_set = None if allowed is None else set(allowed)
+    tools = list(registry.all())
+    if sdk_installed():
+        from conversations.mcp.tools import enabled_mcp_tools
+
+        tools += enabled_mcp_tools(taken=registry)
     return {
         tool.name: tool
-        for tool in registry.all()
+        for tool in tools
         if tool.name not in disabled and (allowed_set is None or tool.name in allowed_set)
     }

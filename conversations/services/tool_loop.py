@@ -45,6 +45,7 @@ from conversations.exceptions import (
     RunCancelled,
     RunFencedOut,
 )
+from conversations.mcp.tools import mcp_connections
 from conversations.models import Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
@@ -156,6 +157,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
     try:
         with (
             Heartbeat(run, interval=app_settings().RUN_LEASE_SECONDS / 3),
+            mcp_connections(),
             tracing.agent_span(
                 profile=profile.slug if profile else "",
                 conversation_id=run.conversation_id,
