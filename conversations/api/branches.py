@@ -4,27 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.urls import reverse
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations import selectors
-from conversations.models import Conversation, Run
+from conversations.models import Conversation
 from conversations.services import branches as history
 from conversations.services import submit_message, uses_workers
 
-from .errors import blame_configuration, error_body, status_for_code
+from .errors import blame_configuration
 from .schema import CREATED_LOCATION, document
 from .serializers import (
     ConversationSerializer,
     MessageInputSerializer,
-    MessageSerializer,
     PostMessageResultSerializer,
-    RunSerializer,
 )
 from .throttling import MessageRateThrottle
-from .views import AUTH_ERRORS, ERR_400, ERR_404, _ConversationQueries, _error
+from .views import AUTH_ERRORS, ERR_400, ERR_404, _ConversationQueries, _error, run_answer
 
 __all__ = ["BranchListView", "EditMessageView", "ForkView", "RegenerateView"]
 
@@ -93,22 +90,8 @@ class _TurnView(_ConversationQueries):
             run = submit_message(conversation=branch, content=content)
         run = selectors.run_with_calls(run_id=run.pk)
         branch = self.annotated().get(pk=branch.pk)
-        result = {
-            "conversation": ConversationSerializer(branch).data,
-            "run": RunSerializer(run).data,
-            "messages": MessageSerializer(selectors.run_messages(run=run), many=True).data,
-        }
-        mapped = status_for_code(run.error_code) if run.status == Run.Status.FAILED else None
-        if mapped is not None and mapped >= 500:
-            return Response({**error_body(run.error_code, run.error_message), **result}, mapped)
-        url = request.build_absolute_uri(reverse("conversations:run-detail", args=[run.pk]))
-        if not queued:
-            return Response(result, status=status.HTTP_201_CREATED, headers={"Location": url})
-        events = request.build_absolute_uri(reverse("conversations:run-events", args=[run.pk]))
-        return Response(
-            {**result, "url": url, "events": events},
-            status=status.HTTP_202_ACCEPTED,
-            headers={"Location": url},
+        return run_answer(
+            request, run, queued=queued, extra={"conversation": ConversationSerializer(branch).data}
         )
 
 

@@ -85,6 +85,35 @@ def _failure_status(run: Run) -> int | None:
     return code if code is not None and code >= 500 else None
 
 
+def run_answer(
+    request: Request, run: Run, *, queued: bool, extra: dict[str, Any] | None = None
+) -> Response:
+    """How the API answers a turn it submitted: the run, its messages and ``extra``.
+
+    201 when the run was executed here, 202 with the run's URL and event stream
+    when a worker has it, and the provider's 502/503/504 (with the same body)
+    when the provider made it fail. ``run`` is loaded by ``selectors.run_with_calls``.
+    """
+    result = {
+        **(extra or {}),
+        "run": RunSerializer(run).data,
+        "messages": MessageSerializer(selectors.run_messages(run=run), many=True).data,
+    }
+    failure = _failure_status(run)
+    if failure is not None:
+        body = error_body(run.error_code, run.error_message)
+        return Response({**body, **result}, status=failure)
+    url = request.build_absolute_uri(reverse("conversations:run-detail", args=[run.pk]))
+    if not queued:
+        return Response(result, status=status.HTTP_201_CREATED, headers={"Location": url})
+    events = request.build_absolute_uri(reverse("conversations:run-events", args=[run.pk]))
+    return Response(
+        {**result, "url": url, "events": events},
+        status=status.HTTP_202_ACCEPTED,
+        headers={"Location": url},
+    )
+
+
 # Conversations ----------------------------------------------------------------------------
 
 
@@ -304,23 +333,7 @@ class ConversationMessagesView(ConversationsAPIView):
         except Run.DoesNotExist:
             # The conversation was deleted while the run executed.
             raise Http404 from None
-        result = {
-            "run": RunSerializer(run).data,
-            "messages": MessageSerializer(selectors.run_messages(run=run), many=True).data,
-        }
-        failure = _failure_status(run)
-        if failure is not None:
-            body = error_body(run.error_code, run.error_message)
-            return Response({**body, **result}, status=failure)
-        url = request.build_absolute_uri(reverse("conversations:run-detail", args=[run.pk]))
-        if not queued:
-            return Response(result, status=status.HTTP_201_CREATED, headers={"Location": url})
-        events = request.build_absolute_uri(reverse("conversations:run-events", args=[run.pk]))
-        return Response(
-            {**result, "url": url, "events": events},
-            status=status.HTTP_202_ACCEPTED,
-            headers={"Location": url},
-        )
+        return run_answer(request, run, queued=queued)
 
 
 # Runs -----------------------------------------------------------------------------------------

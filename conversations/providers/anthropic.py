@@ -59,6 +59,7 @@ from .base import (
     stable_alias,
     token_count,
 )
+from .conversion import require_offered_tool
 from .pairing import OwedResults
 
 __all__ = [
@@ -283,12 +284,7 @@ def anthropic_tool_choice(options: CompletionOptions, tools: Sequence[ToolSpec])
         case "required":
             choice = {"type": "any"}
         case name:
-            if name not in {spec.name for spec in tools}:
-                raise InvalidArgumentError(
-                    f"tool_choice names {name!r}, which is not among the offered tools",
-                    code="unknown_tool_choice",
-                    field="tool_choice",
-                )
+            require_offered_tool(name, tools)
             choice = {"type": "tool", "name": name}
     if options.parallel_tool_calls is False:
         choice = choice or {"type": "auto"}

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from conversations.domain import ChatMessage, Role, ToolCall
+from conversations.domain import ChatMessage, InvalidArgumentError, Role, ToolCall, ToolSpec
 from conversations.domain.messages import decode_arguments
 from conversations.exceptions import ProviderResponseError
 
@@ -24,6 +24,7 @@ __all__ = [
     "fresh_call_id",
     "join_system_messages",
     "known_call_ids",
+    "require_offered_tool",
     "stable_alias",
     "token_count",
 ]
@@ -118,3 +119,13 @@ def stable_alias(value: str, *, pattern: re.Pattern[str], length: int | None = N
         return "".join(chars)
     cleaned = re.sub(r"[^a-zA-Z0-9_-]", "_", value)[:40]
     return f"{cleaned}_{digest[:12]}"
+
+
+def require_offered_tool(name: str, tools: Sequence[ToolSpec]) -> None:
+    """A ``tool_choice`` naming one tool must name one of the tools offered."""
+    if name not in {spec.name for spec in tools}:
+        raise InvalidArgumentError(
+            f"tool_choice names {name!r}, which is not among the offered tools",
+            code="unknown_tool_choice",
+            field="tool_choice",
+        )

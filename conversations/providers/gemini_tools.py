@@ -10,6 +10,7 @@ from typing import Any, Final
 from conversations.domain import ChatMessage, InvalidArgumentError, ToolSpec
 
 from .base import CompletionOptions, stable_alias
+from .conversion import require_offered_tool
 from .gemini_schema import SchemaNotExpressible, gemini_parameters
 
 __all__ = [
@@ -91,11 +92,6 @@ def gemini_tool_config(
         case "required":
             config = {"mode": "ANY"}
         case name:
-            if name not in {spec.name for spec in tools}:
-                raise InvalidArgumentError(
-                    f"tool_choice names {name!r}, which is not among the offered tools",
-                    code="unknown_tool_choice",
-                    field="tool_choice",
-                )
+            require_offered_tool(name, tools)
             config = {"mode": "ANY", "allowedFunctionNames": [gemini_function_name(name)]}
     return {"functionCallingConfig": config}

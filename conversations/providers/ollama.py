@@ -31,6 +31,7 @@ from .base import (
     assign_call_ids,
     token_count,
 )
+from .conversion import require_offered_tool
 from .openai import call_candidates
 
 __all__ = ["OllamaProvider", "ollama_messages", "ollama_options", "ollama_tools", "ollama_usage"]
@@ -105,14 +106,8 @@ def ollama_tools(tools: Sequence[ToolSpec], tool_choice: str | None) -> list[dic
         return []
     if tool_choice is None or tool_choice in ("auto", "required"):
         return [spec.to_dict() for spec in tools]
-    chosen = [spec.to_dict() for spec in tools if spec.name == tool_choice]
-    if not chosen:
-        raise InvalidArgumentError(
-            f"tool_choice names {tool_choice!r}, which is not among the offered tools",
-            code="unknown_tool_choice",
-            field="tool_choice",
-        )
-    return chosen
+    require_offered_tool(tool_choice, tools)
+    return [spec.to_dict() for spec in tools if spec.name == tool_choice]
 
 
 def ollama_options(options: CompletionOptions) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from .base import (
     stable_alias,
     token_count,
 )
+from .conversion import require_offered_tool
 
 __all__ = [
     "DEFAULT_AZURE_API_VERSION",
@@ -189,12 +190,7 @@ def openai_tool_choice(choice: str, tools: Sequence[ToolSpec]) -> str | dict[str
     """``tool_choice`` in the OpenAI shape; a named tool must be one of ``tools``."""
     if choice in TOOL_CHOICE_KEYWORDS:
         return choice
-    if choice not in {spec.name for spec in tools}:
-        raise InvalidArgumentError(
-            f"tool_choice names {choice!r}, which is not among the offered tools",
-            code="unknown_tool_choice",
-            field="tool_choice",
-        )
+    require_offered_tool(choice, tools)
     return {"type": "function", "function": {"name": choice}}
 
 
