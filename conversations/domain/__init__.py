@@ -9,6 +9,7 @@ from conversations.exceptions import InvalidArgumentError
 
 from .messages import ChatMessage, Role, ToolCall, normalise_messages
 from .responses import CompletionResponse, Usage
+from .streaming import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from .tools import TOOL_NAME_PATTERN, ToolSpec
 
 __all__ = [
@@ -16,8 +17,12 @@ __all__ = [
     "ChatMessage",
     "CompletionResponse",
     "InvalidArgumentError",
+    "ReasoningDelta",
     "Role",
+    "StreamEvent",
+    "TextDelta",
     "ToolCall",
+    "ToolCallDelta",
     "ToolSpec",
     "Usage",
     "normalise_messages",

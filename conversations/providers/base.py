@@ -16,9 +16,8 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import httpx
 
@@ -26,6 +25,7 @@ from conversations.domain import (
     ChatMessage,
     CompletionResponse,
     InvalidArgumentError,
+    StreamEvent,
     ToolSpec,
 )
 from conversations.exceptions import (
@@ -48,10 +48,13 @@ from .conversion import (
     stable_alias,
     token_count,
 )
+from .options import SAMPLING_PARAMETERS, TOOL_CHOICE_KEYWORDS, CompletionOptions
+from .streaming import StreamParser, stream_http
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "SAMPLING_PARAMETERS",
+    "TOOL_CHOICE_KEYWORDS",
     "ChatProvider",
     "CompletionOptions",
     "HTTPProvider",
@@ -66,97 +69,10 @@ __all__ = [
 
 logger = logging.getLogger("conversations.providers")
 
-TOOL_CHOICE_KEYWORDS = frozenset({"auto", "none", "required"})
-SAMPLING_PARAMETERS: frozenset[str] = frozenset({"temperature"})
-"""The sampling parameters ``CompletionOptions`` can carry, by the names a
-``LanguageModel.sampling_parameters`` list uses."""
 MAX_BACKOFF_SECONDS = 30.0
 MAX_RETRY_AFTER_SECONDS = 120.0
 ERROR_BODY_LIMIT = 500
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class CompletionOptions:
-    """How to ask: which model, sampling, and how tools may be used."""
-
-    model: str
-    """The provider's model id (for Azure: the deployment name)."""
-    temperature: float | None = None
-    """Sampling temperature; ``None`` leaves the provider's default."""
-    max_tokens: int | None = None
-    """Upper bound on output tokens; ``None`` leaves the default (Anthropic needs one: 4096)."""
-    tool_choice: str | None = None
-    """``"auto"``, ``"none"``, ``"required"``, or the name of the one tool to call."""
-    parallel_tool_calls: bool | None = None
-    """``False`` asks for at most one call per turn; ``None`` leaves the default."""
-    stop: tuple[str, ...] = ()
-    """Stop sequences."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Provider-specific top-level keys merged into the request body last."""
-    sampling_parameters: frozenset[str] | None = None
-    """The sampling parameters the model accepts (names from :data:`SAMPLING_PARAMETERS`);
-    ``None`` = the adapter's default. A parameter the model does not accept is not sent."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise InvalidArgumentError(
-                "a model id is required", code="invalid_model", field="model"
-            )
-        if self.temperature is not None and (
-            isinstance(self.temperature, bool)
-            or not isinstance(self.temperature, int | float)
-            or self.temperature < 0
-        ):
-            raise InvalidArgumentError(
-                f"temperature must be a number >= 0, got {self.temperature!r}",
-                code="invalid_temperature",
-                field="temperature",
-            )
-        if self.max_tokens is not None and (
-            isinstance(self.max_tokens, bool)
-            or not isinstance(self.max_tokens, int)
-            or self.max_tokens < 1
-        ):
-            raise InvalidArgumentError(
-                f"max_tokens must be a positive integer, got {self.max_tokens!r}",
-                code="invalid_max_tokens",
-                field="max_tokens",
-            )
-        if self.tool_choice is not None and (
-            not isinstance(self.tool_choice, str) or not self.tool_choice
-        ):
-            raise InvalidArgumentError(
-                "tool_choice must be auto, none, required or a tool name",
-                code="invalid_tool_choice",
-                field="tool_choice",
-            )
-        if self.sampling_parameters is not None:
-            accepted = self.sampling_parameters
-            if isinstance(accepted, str) or not all(isinstance(name, str) for name in accepted):
-                raise InvalidArgumentError(
-                    f"sampling_parameters must be a collection of names, got {accepted!r}",
-                    code="invalid_sampling_parameters",
-                    field="sampling_parameters",
-                )
-            unknown = sorted(set(accepted) - SAMPLING_PARAMETERS)
-            if unknown:
-                raise InvalidArgumentError(
-                    f"sampling_parameters: unknown parameter(s) {', '.join(unknown)}; "
-                    f"known: {', '.join(sorted(SAMPLING_PARAMETERS))}",
-                    code="invalid_sampling_parameters",
-                    field="sampling_parameters",
-                )
-            object.__setattr__(self, "sampling_parameters", frozenset(accepted))
-        object.__setattr__(self, "stop", tuple(self.stop))
-        object.__setattr__(self, "extra", dict(self.extra))
-
-    @property
-    def forced_tool(self) -> str | None:
-        """The tool name when ``tool_choice`` names one tool, else ``None``."""
-        if self.tool_choice is None or self.tool_choice in TOOL_CHOICE_KEYWORDS:
-            return None
-        return self.tool_choice
 
 
 @runtime_checkable
@@ -177,6 +93,20 @@ class ChatProvider(Protocol):
         options: CompletionOptions,
     ) -> CompletionResponse:
         """Answer the conversation ``messages``, offering ``tools``."""
+        ...
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        options: CompletionOptions,
+    ) -> Iterator[StreamEvent]:
+        """Like :meth:`complete`, as deltas followed, last and exactly once, by the response.
+
+        The tool loop also accepts a provider without this method: it then
+        asks :meth:`complete` and relays the whole answer at once.
+        """
         ...
 
 
@@ -300,6 +230,27 @@ class HTTPProvider:
     def _url(self, options: CompletionOptions) -> str:
         raise NotImplementedError
 
+    stream_format: ClassVar[Literal["sse", "ndjson"]] = "sse"
+    """How the vendor frames a streamed answer."""
+
+    def build_stream_payload(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: CompletionOptions,
+    ) -> dict[str, Any]:
+        """The JSON body asking for a streamed answer (pure)."""
+        raise NotImplementedError
+
+    def _stream_url(self, options: CompletionOptions) -> str:
+        return self._url(options)
+
+    def stream_parser(
+        self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
+    ) -> StreamParser:
+        """A fresh parser for one streamed answer (``known_ids``/``tools`` as in ``parse_response``)."""
+        raise NotImplementedError
+
     def _auth_headers(self) -> dict[str, str]:
         raise NotImplementedError
 
@@ -328,6 +279,23 @@ class HTTPProvider:
                 f"{self.provider_name}: could not understand the response ({type(exc).__name__})"
             ) from None
         return check_response(response, provider=self.provider_name)
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        options: CompletionOptions,
+    ) -> Iterator[StreamEvent]:
+        """Ask for a streamed answer; see :mod:`conversations.providers.streaming`."""
+        known = known_call_ids(messages)
+        return stream_http(
+            self,
+            url=self._stream_url(options),
+            payload=self.build_stream_payload(messages, tools, options),
+            parser=lambda: self.stream_parser(known_ids=known, tools=tools),
+            wire=self.stream_format,
+        )
 
     def close(self) -> None:
         """Close the HTTP client if this adapter created it."""
@@ -382,31 +350,44 @@ class HTTPProvider:
                 continue
             if 200 <= status < 300:
                 return self._decode(data)
-            text = data.decode("utf-8", errors="replace")
-            if status in (401, 403):
-                raise ProviderAuthenticationError(
-                    f"{self.provider_name}: authentication failed (HTTP {status}): "
-                    f"{self._redact(text)}",
-                    status_code=status,
-                )
-            retry_after = _retry_after_seconds(headers.get("retry-after"))
-            if status == 429:
-                if last or not self._wait(attempt, retry_after, "HTTP 429", deadline):
-                    raise ProviderRateLimited(
-                        f"{self.provider_name}: rate limited (HTTP 429)", retry_after=retry_after
-                    )
-                continue
-            if (
-                status >= 500
-                and not last
-                and self._wait(attempt, retry_after, f"HTTP {status}", deadline)
-            ):
-                continue
-            body = self._redact(text)
-            raise ProviderHTTPError(
-                f"{self.provider_name}: HTTP {status}: {body}", status_code=status, body=body
-            )
+            self._refuse(status, headers, data, attempt=attempt, last=last, deadline=deadline)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _refuse(
+        self,
+        status: int,
+        headers: httpx.Headers,
+        data: bytes,
+        *,
+        attempt: int,
+        last: bool,
+        deadline: float,
+    ) -> None:
+        """Handle a non-2xx answer: return after waiting when it is worth another attempt, else raise."""
+        text = data.decode("utf-8", errors="replace")
+        if status in (401, 403):
+            raise ProviderAuthenticationError(
+                f"{self.provider_name}: authentication failed (HTTP {status}): "
+                f"{self._redact(text)}",
+                status_code=status,
+            )
+        retry_after = _retry_after_seconds(headers.get("retry-after"))
+        if status == 429:
+            if last or not self._wait(attempt, retry_after, "HTTP 429", deadline):
+                raise ProviderRateLimited(
+                    f"{self.provider_name}: rate limited (HTTP 429)", retry_after=retry_after
+                )
+            return
+        if (
+            status >= 500
+            and not last
+            and self._wait(attempt, retry_after, f"HTTP {status}", deadline)
+        ):
+            return
+        body = self._redact(text)
+        raise ProviderHTTPError(
+            f"{self.provider_name}: HTTP {status}: {body}", status_code=status, body=body
+        )
 
     def _exchange(
         self, url: str, payload: Mapping[str, Any], deadline: float

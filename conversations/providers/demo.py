@@ -20,12 +20,21 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from conversations.domain import ChatMessage, CompletionResponse, Role, ToolCall, ToolSpec, Usage
+from conversations.domain import (
+    ChatMessage,
+    CompletionResponse,
+    Role,
+    StreamEvent,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 
 from .base import CompletionOptions, fresh_call_id
+from .streaming import deltas_of
 
 __all__ = ["DemoProvider"]
 
@@ -82,6 +91,16 @@ class DemoProvider:
         if latency < 0:
             raise ValueError("latency must be >= 0 seconds")
         self.latency = latency
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        options: CompletionOptions,
+    ) -> Iterator[StreamEvent]:
+        """The answer of :meth:`complete` as a stream."""
+        return deltas_of(self.complete(messages, tools=tools, options=options))
 
     def complete(
         self,

@@ -20,13 +20,21 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conversations.domain import ChatMessage, CompletionResponse, ToolCall, ToolSpec, Usage
+from conversations.domain import (
+    ChatMessage,
+    CompletionResponse,
+    StreamEvent,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 
 from .base import CompletionOptions, fresh_call_id
+from .streaming import deltas_of
 
 __all__ = [
     "ScriptExhausted",
@@ -109,6 +117,16 @@ class ScriptedProvider:
     def remaining(self) -> int:
         """How many scripted entries are left."""
         return len(self._script)
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        options: CompletionOptions,
+    ) -> Iterator[StreamEvent]:
+        """The answer of :meth:`complete` as a stream."""
+        return deltas_of(self.complete(messages, tools=tools, options=options))
 
     def complete(
         self,
