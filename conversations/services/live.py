@@ -320,12 +320,16 @@ def _stream_answer(
     started: float,
 ) -> tuple[CompletionResponse, int | None, bool]:
     """The answer, milliseconds to its first delta (when streamed), and whether it was cut short."""
-    streams = callable(getattr(provider, "stream", None))
-    try:
-        stream = stream_completion(provider, history, tools=specs, options=options)
-    except NotImplementedError:
-        # An adapter whose streaming hooks are missing answers whole, like one without stream().
-        streams = False
+    # A class that names ChatProvider as its base inherits a stream() stub that streams nothing.
+    streams = getattr(type(provider), "stream", ChatProvider.stream) is not ChatProvider.stream
+    stream: Iterator[StreamEvent] | None = None
+    if streams:
+        try:
+            stream = stream_completion(provider, history, tools=specs, options=options)
+        except NotImplementedError:
+            # An adapter without its streaming hooks answers whole, like one without stream().
+            streams = False
+    if stream is None:
         stream = deltas_of(provider.complete(history, tools=specs, options=options))
     streamed = live.consume(stream, watch=watch, started=started)
     first_delta_ms = streamed.first_delta_ms if streams else None
