@@ -204,18 +204,24 @@ def import_bodies(
 # Streamed answers ------------------------------------------------------------------
 
 
+def _spans(length: int, points: list[int]) -> list[tuple[int, int]]:
+    cuts = sorted({point % (length + 1) for point in points})
+    return list(itertools.pairwise([0, *cuts, length]))
+
+
 def split_text(text: str, points: list[int]) -> list[str]:
     """``text`` cut at ``points`` (taken modulo its length + 1); the pieces join to ``text``."""
-    cuts = sorted({point % (len(text) + 1) for point in points})
-    edges = [0, *cuts, len(text)]
-    return [text[start:end] for start, end in itertools.pairwise(edges)]
+    return [text[start:end] for start, end in _spans(len(text), points)]
 
 
 def split_bytes(data: bytes, points: list[int]) -> list[bytes]:
     """``data`` cut at ``points`` like :func:`split_text`, as a transport may deliver it."""
-    cuts = sorted({point % (len(data) + 1) for point in points})
-    edges = [0, *cuts, len(data)]
-    return [data[start:end] for start, end in itertools.pairwise(edges)]
+    return [data[start:end] for start, end in _spans(len(data), points)]
+
+
+def split_list(items: list[Any], points: list[int]) -> list[list[Any]]:
+    """``items`` cut at ``points`` like :func:`split_text` (pieces may be empty)."""
+    return [items[start:end] for start, end in _spans(len(items), points)]
 
 
 cut_points = st.lists(st.integers(min_value=0, max_value=2**16), max_size=12)
