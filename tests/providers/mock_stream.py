@@ -7,11 +7,14 @@ its chunks, as a connection that drops mid-answer does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import httpx
 
-__all__ = ["broken_stream", "sse_event", "streamed"]
+from conversations.providers.streaming import PartialTurn
+
+__all__ = ["broken_stream", "collect", "shown", "sse_event", "streamed"]
 
 
 def sse_event(name: str, data: str, newline: str = "\n") -> str:
@@ -43,3 +46,22 @@ def broken_stream(chunks: Sequence[bytes]) -> Callable[[httpx.Request], httpx.Re
         )
 
     return reply
+
+
+def collect(stream: Iterable[Any]) -> list[Any]:
+    """The items of ``stream``, then the exception that ended it, if any (as the last item)."""
+    items: list[Any] = []
+    try:
+        for item in stream:
+            items.append(item)
+    except Exception as exc:  # the tests look at what came before it too
+        items.append(exc)
+    return items
+
+
+def shown(items: list[Any]) -> PartialTurn:
+    """What the deltas among ``items`` (all but the last) add up to."""
+    turn = PartialTurn()
+    for item in items[:-1]:
+        turn.add(item)
+    return turn

@@ -32,9 +32,8 @@ from conversations.exceptions import (
 from conversations.providers.anthropic import AnthropicProvider
 from conversations.providers.base import CompletionOptions
 from conversations.providers.boundary import check_response
-from conversations.providers.streaming import PartialTurn
 from tests.providers.mock_http import provider_with_replies
-from tests.providers.mock_stream import broken_stream, sse_event, streamed
+from tests.providers.mock_stream import broken_stream, collect, shown, sse_event, streamed
 from tests.strategies import cut_points, split_bytes, streamed_answers
 
 KEY = "sk-ant-test-0123456789abcdef"
@@ -138,26 +137,15 @@ def run(*replies: Any, history: list[ChatMessage] = HISTORY, **kwargs: Any) -> A
     provider, requests, sleeps = provider_with_replies(
         AnthropicProvider, *replies, api_key=KEY, **kwargs
     )
-    items: list[Any] = []
-    try:
-        for item in provider.stream(history, options=OPTIONS):
-            items.append(item)
-    except Exception as exc:  # the tests look at what came before it too
-        items.append(exc)
-    return provider, items, requests, sleeps
+    return provider, collect(provider.stream(history, options=OPTIONS)), requests, sleeps
 
 
 def calls_shown(items: list[Any]) -> list[tuple[str, str, str]]:
-    turn = PartialTurn()
-    for item in items[:-1]:
-        turn.add(item)
-    return [(c["id"], c["name"], c["arguments"]) for c in turn.to_dict()["tool_calls"]]
+    return [(c["id"], c["name"], c["arguments"]) for c in shown(items).to_dict()["tool_calls"]]
 
 
 def text_shown(items: list[Any]) -> tuple[str, str]:
-    turn = PartialTurn()
-    for item in items[:-1]:
-        turn.add(item)
+    turn = shown(items)
     return turn.text, turn.reasoning
 
 

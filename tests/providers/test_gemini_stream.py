@@ -37,9 +37,8 @@ from conversations.exceptions import (
 from conversations.providers.base import CompletionOptions
 from conversations.providers.boundary import check_response
 from conversations.providers.gemini import GeminiProvider, gemini_function_name
-from conversations.providers.streaming import PartialTurn
 from tests.providers.mock_http import provider_with_replies
-from tests.providers.mock_stream import broken_stream, streamed
+from tests.providers.mock_stream import broken_stream, collect, shown, streamed
 from tests.strategies import (
     cut_points,
     split_bytes,
@@ -150,20 +149,8 @@ def run(*replies: Any, history: list[ChatMessage] = HISTORY, **kwargs: Any) -> A
     provider, requests, sleeps = provider_with_replies(
         GeminiProvider, *replies, api_key=KEY, **kwargs
     )
-    items: list[Any] = []
-    try:
-        for item in provider.stream(history, tools=TOOLS, options=OPTIONS):
-            items.append(item)
-    except Exception as exc:  # the tests look at what came before it too
-        items.append(exc)
+    items = collect(provider.stream(history, tools=TOOLS, options=OPTIONS))
     return provider, items, requests, sleeps
-
-
-def shown(items: list[Any]) -> PartialTurn:
-    turn = PartialTurn()
-    for item in items[:-1]:
-        turn.add(item)
-    return turn
 
 
 def by_position(response: CompletionResponse) -> CompletionResponse:
