@@ -361,6 +361,9 @@ def test_a_stream_without_message_stop_fails() -> None:
         'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 1, '
         '"delta": {"type": "text_delta", "text": 5}}\n\n',
         "event: message_start\ndata: []\n\n",
+        'event: content_block_stop\ndata: {"type": "content_block_stop", "index": -1}\n\n',
+        'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, '
+        '"content_block": {"type": "text", "text": ""}}\n\n',
     ],
 )
 def test_a_malformed_event_after_a_delta_fails_the_stream(record: str) -> None:
@@ -379,3 +382,31 @@ def test_a_call_streams_its_id_and_name_first_then_the_pieces() -> None:
         ToolCallDelta(0, None, None, ":1}"),
     ]
     assert items[-1].tool_calls == (ToolCall(id="toolu_1", name="add", arguments={"a": 1}),)
+
+
+def test_a_nameless_call_is_dropped_as_in_the_whole_body_and_shows_nothing() -> None:
+    answer = _call_answer(['{"a":1}'], {"a": 1})
+    answer["calls"].insert(0, {"id": "toolu_0", "name": "", "arguments": {}, "pieces": ["{}"]})
+    provider, items, _, _ = run(streamed([sse(stream_events(answer))]))
+    assert items[-1] == provider.parse_response(whole_body(answer))
+    assert calls_shown(items) == [("toolu_1", "add", '{"a":1}')]
+
+
+def test_text_in_the_start_block_and_citations_are_kept() -> None:
+    citation = {"type": "char_location", "cited_text": "5", "document_index": 0}
+    events = stream_events(_text_answer())
+    events[1]["content_block"] = {"type": "text", "text": "It is "}
+    events.insert(3, {"type": "content_block_delta", "index": 0, "delta": {}})
+    events.insert(
+        3,
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "citations_delta", "citation": citation},
+        },
+    )
+    provider, items, _, _ = run(streamed([sse(events)]))
+    body = whole_body(_text_answer())
+    body["content"] = [{"type": "text", "text": "It is Five.", "citations": [citation]}]
+    assert items == [TextDelta("It is "), TextDelta("Five"), TextDelta("."), items[-1]]
+    assert items[-1] == provider.parse_response(body)

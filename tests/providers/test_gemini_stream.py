@@ -372,3 +372,23 @@ def test_a_malformed_chunk_after_a_delta_fails_the_stream(record: str) -> None:
     assert isinstance(items[-1], ProviderResponseError)
     assert "could not understand the stream" in str(items[-1])
     assert len(requests) == 1
+
+
+def test_stray_parts_merge_as_the_whole_body_reads_them() -> None:
+    answer = {
+        "reasoning": [],
+        "signature": None,
+        "text": ["Five."],
+        "calls": [{"id": "fc_1", "name": "add", "arguments": {"a": 1}, "pieces": []}],
+        "usage": {"input": 3, "output": 4, "cached": 0},
+    }
+    chunks = stream_chunks(answer, [1])
+    nameless = {"functionCall": {"args": {}}}
+    chunks[0]["candidates"][0]["content"]["parts"] += [{"thoughtSignature": "c2ln"}, nameless]
+    chunks.insert(0, {"candidates": [], "modelVersion": MODEL})
+    provider, items, _, _ = run(streamed([sse(chunks)]))
+    body = whole_body(answer)
+    body["candidates"][0]["content"]["parts"][0]["thoughtSignature"] = "c2ln"
+    body["candidates"][0]["content"]["parts"].insert(1, nameless)
+    assert items[-1] == provider.parse_response(body, tools=TOOLS)
+    assert items[:-1] == [TextDelta("Five."), ToolCallDelta(0, "fc_1", "add", '{"a":1}')]
