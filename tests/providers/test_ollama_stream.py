@@ -64,7 +64,11 @@ def ndjson_streams(draw: st.DrawFn, answer: Answer) -> bytes:
 
     def line(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
         base = {"model": answer.model, "created_at": STAMP}
-        return base | {"message": {"role": "assistant", "content": ""} | message, "done": False} | extra
+        return (
+            base
+            | {"message": {"role": "assistant", "content": ""} | message, "done": False}
+            | extra
+        )
 
     lines = [line({"thinking": p}) for p in draw(pieces(answer.reasoning))]
     lines += [line({"content": p}) for p in draw(pieces(answer.text))]

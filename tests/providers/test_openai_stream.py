@@ -199,7 +199,10 @@ def sse(*chunks: Any, done: bool = True) -> bytes:
 
 
 def delta_chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]} | extra
+    return {
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    } | extra
 
 
 def play(raw: bytes, known: tuple[str, ...] = (), **kwargs: Any) -> list[Any]:
