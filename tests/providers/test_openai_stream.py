@@ -154,6 +154,29 @@ def test_a_streamed_answer_equals_the_same_answer_sent_whole(answer, preset, dat
     assert ("stream_options" in body) == usage_chunk
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=answers(max_calls=2), data=st.data())
+def test_a_stream_cut_short_is_retried_or_an_error_never_another_answer(answer, data):
+    whole = adapter(Recorder(httpx.Response(200, json=whole_body(answer)))).complete(
+        MESSAGES, options=OPTIONS
+    )
+    raw = data.draw(sse_streams(answer, usage_chunk=True))
+    end = data.draw(st.integers(0, len(raw) - 1))
+    fail = data.draw(st.sampled_from([None, httpx.ReadError("reset")]))
+    short = streamed(cut(raw[:end], data.draw(byte_cuts)), fail=fail)
+    recorder = Recorder(short, streamed([raw]), strict=True)
+    events: list[Any] = []
+    try:
+        events.extend(adapter(recorder, max_retries=1).stream(MESSAGES, options=OPTIONS))
+    except ProviderResponseError:
+        # Only once something was shown: before that, the request is sent again.
+        assert events and not any(isinstance(e, CompletionResponse) for e in events)
+        assert len(recorder.requests) == 1
+    else:
+        # Retried before anything was shown, or only the last line break was missing.
+        check_stream(events, whole)
+
+
 def test_stream_payload_is_the_whole_payload_asking_for_a_stream_and_its_usage():
     provider = adapter(Recorder(httpx.Response(200)))
     whole = provider.build_payload(MESSAGES, (), OPTIONS)
