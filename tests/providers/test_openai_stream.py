@@ -16,7 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conversations.domain import ChatMessage, CompletionResponse, TextDelta, ToolCallDelta
+from conversations.domain import (
+    ChatMessage,
+    CompletionResponse,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+)
 from conversations.exceptions import ProviderResponseError
 from conversations.providers.base import CompletionOptions
 from conversations.providers.openai import PRESETS, OpenAIProvider
@@ -232,18 +238,12 @@ def play(raw: bytes, known: tuple[str, ...] = (), **kwargs: Any) -> list[Any]:
     recorder = Recorder(streamed([raw]), strict=True)
     messages = list(MESSAGES)
     if known:
-        messages.append(ChatMessage.assistant_tool_calls([_call(i) for i in known]))
+        messages.append(ChatMessage.assistant_tool_calls([ToolCall(id=i, name="f") for i in known]))
         messages += [ChatMessage.tool_result(i, "ok") for i in known]
     return list(adapter(recorder, **kwargs).stream(messages, options=OPTIONS))
 
 
-def _call(call_id: str) -> Any:
-    from conversations.domain import ToolCall
-
-    return ToolCall(id=call_id, name="f")
-
-
-def test_missing_and_reused_ids_get_fresh_ones_that_the_deltas_already_use(caplog):
+def test_missing_and_reused_ids_get_fresh_ones_that_the_deltas_already_use():
     raw = sse(
         delta_chunk({"tool_calls": [{"index": 0, "function": {"name": "a", "arguments": "{}"}}]}),
         delta_chunk({"tool_calls": [{"index": 1, "id": "dup", "function": {"name": "b"}}]}),
