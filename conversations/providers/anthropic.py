@@ -441,15 +441,6 @@ class AnthropicProvider(HTTPProvider):
             ),
         )
 
-    def build_stream_payload(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        options: CompletionOptions,
-    ) -> dict[str, Any]:
-        """:meth:`build_payload` asking for Server-Sent Events."""
-        return {**self.build_payload(messages, tools, options), "stream": True}
-
     def stream_parser(
         self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
     ) -> AnthropicStreamParser:
