@@ -65,7 +65,9 @@ def fake_profile(monkeypatch):
             **provider_fields,
         )
         model = LanguageModel.objects.create(provider=provider, model_id="fake-model")
-        return Profile.objects.create(slug="fake", name="Fake", language_model=model)
+        # The fake server answers whole JSON bodies; streamed answers meet the same
+        # boundary checks (tests/providers/*_stream.py compare both paths).
+        return Profile.objects.create(slug="fake", name="Fake", language_model=model, stream=False)
 
     return make
 
