@@ -2,8 +2,9 @@
 
 The tool loop is synchronous; the SDK is asynchronous. A :class:`ConnectionPool`
 runs an anyio blocking portal (one thread with an event loop) and keeps one
-initialised client per server, so consecutive calls of a run reuse the
-connection (and a stdio server's process). A call that fails for any reason
+initialised client per server, so the calls of a run reuse the connection
+(and a stdio server's process); concurrent calls of a turn, from several
+worker threads, share it too. A call that fails for any reason
 other than the tool's own ``isError`` closes that server's connection, so the
 next call starts afresh instead of talking to a dead process.
 """

@@ -21,7 +21,6 @@ from typing import Any, Final
 from django.db import connection, transaction
 from django.utils import timezone
 
-from conversations import signals
 from conversations.conf import app_settings
 from conversations.domain import ChatMessage
 from conversations.domain.storable import storable_text

@@ -154,7 +154,9 @@ def test_results_are_stored_in_call_order_when_the_calls_finish_in_reverse(conve
 
         provider = ScriptedProvider(
             [
-                scripted_calls(*[ToolCall(id=f"c{n}", name="step", arguments={"n": n}) for n in range(4)]),
+                scripted_calls(
+                    *[ToolCall(id=f"c{n}", name="step", arguments={"n": n}) for n in range(4)]
+                ),
                 scripted_text("done"),
             ]
         )
@@ -166,9 +168,7 @@ def test_results_are_stored_in_call_order_when_the_calls_finish_in_reverse(conve
     assert [m.tool_call.call_id for m in stored] == ["c0", "c1", "c2", "c3"]
 
 
-def test_a_tool_that_is_not_concurrent_runs_after_the_others_and_alone(
-    conversation, tools, clock
-):
+def test_a_tool_that_is_not_concurrent_runs_after_the_others_and_alone(conversation, tools, clock):
     run = run_turn(
         conversation,
         ("alone", "first"),

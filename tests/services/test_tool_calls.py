@@ -162,7 +162,6 @@ def test_interrupted_and_cancelled_answers_are_flagged(conversation, tools, sett
         ]
     )
     with registry.isolated(empty=True) as r:
-
         # One call at a time, so the second starts only after the first cancelled.
         @tool(registry=r, name="calculate", concurrent=False)
         def cancelling(expression: str) -> str:
