@@ -4,37 +4,19 @@ The status rule is a CHECK constraint (``conversations_toolcall_status_valid``),
 so it is dropped and added again with the new list. On SQLite that rebuilds
 ``conversations_toolcall``, which would drop the rule triggers on it and trip
 those around it, so every trigger of the app's tables is saved and dropped
-first and created again from its own SQL at the end (as in 0010).
+first and created again from its own SQL at the end (0010's functions).
 PostgreSQL alters in place. No trigger names a call status other than
 ``running`` and ``succeeded`` (the approval rule), so none changes.
 """
 
+from importlib import import_module
+
 from django.db import migrations, models
 
-_saved_triggers: list[str] = []
-
-
-def _drop_sqlite_triggers(apps, schema_editor):
-    if schema_editor.connection.vendor != "sqlite":
-        return
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
-            " AND tbl_name LIKE 'conversations\\_%' ESCAPE '\\' ORDER BY name"
-        )
-        rows = cursor.fetchall()
-    _saved_triggers[:] = [sql for _name, sql in rows]
-    for name, _sql in rows:
-        schema_editor.execute(f'DROP TRIGGER IF EXISTS "{name}"', params=None)
-
-
-def _restore_sqlite_triggers(apps, schema_editor):
-    if schema_editor.connection.vendor != "sqlite":
-        return
-    for sql in _saved_triggers:
-        schema_editor.execute(sql, params=None)
-    _saved_triggers.clear()
-
+# The SQLite trigger save/restore of 0010, which this migration needs as it is.
+_hardening = import_module("conversations.migrations.0010_hardening")
+_drop_sqlite_triggers = _hardening._drop_sqlite_triggers
+_restore_sqlite_triggers = _hardening._restore_sqlite_triggers
 
 _STATUSES = [
     "pending",
