@@ -133,7 +133,9 @@ class _Turn:
                     running, timeout=max(due - time.monotonic(), 0), return_when=FIRST_COMPLETED
                 )
                 for future in done:
-                    self._finish(running.pop(future), future.result())
+                    # Removed only once its result is in hand (see ``finally``).
+                    self._finish(running[future], future.result())
+                    del running[future]
                 now = time.monotonic()
                 for future, job in list(running.items()):
                     if job.deadline <= now:
@@ -142,8 +144,9 @@ class _Turn:
                             future.cancel()
                         self._finish(job, _timed_out(job))
         finally:
-            # Only reached with calls still running when a tool raised past
-            # ``Exception`` (the loop ends the run failed): close their spans.
+            # Calls are left here only when something raised past ``Exception``
+            # (a tool, a signal receiver): the loop ends the run failed, and
+            # answers them as interrupted. Their spans end now.
             for job in running.values():
                 job.span.finished(status=ToolCallRow.Status.INTERRUPTED, result="")
 

@@ -435,3 +435,40 @@ def test_worker_threads_close_the_database_connections_they_opened(conversation)
             assert all(wrapper.connection is None for wrapper in wrappers)
     finally:
         mock.patch.stopall()
+
+
+class Abort(BaseException):
+    """Not an ``Exception``: the loop does not answer it as a failed tool."""
+
+
+def test_a_tool_raising_past_exception_fails_the_run_and_the_others_are_interrupted(
+    conversation,
+):
+    release = threading.Event()
+    with registry.isolated(empty=True) as r:
+
+        @tool(registry=r)
+        def abort() -> str:
+            """Raises what no tool answer covers."""
+            raise Abort("stop everything")
+
+        @tool(registry=r)
+        def busy() -> str:
+            """Still running when the run fails."""
+            release.wait(WAIT)
+            return "too late"
+
+        provider = ScriptedProvider(
+            [scripted_calls(("abort", {}), ("busy", {})), scripted_text("never asked")]
+        )
+        try:
+            with pytest.raises(Abort):
+                run_tool_loop(conversation=conversation, content="go", provider=provider)
+        finally:
+            release.set()
+    run = Run.objects.get(conversation=conversation)
+    assert (run.status, run.error_code) == (Run.Status.FAILED, "internal_error")
+    assert set(ToolCallRow.objects.values_list("status", flat=True)) == {
+        ToolCallRow.Status.INTERRUPTED
+    }
+    assert_every_adapter_accepts(get_history(conversation=conversation))
