@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from .conf import app_settings, unknown_keys
-from .exceptions import ConversationsError
+from .conf import app_settings, positive_setting, unknown_keys
+from .exceptions import ConfigurationError, ConversationsError
 
 
 @register()
@@ -41,6 +41,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="conversations.E001",
                 )
             )
+    for name, integer, check_id in (
+        ("TOOL_CONCURRENCY", True, "conversations.E001"),
+        ("TOOL_TIMEOUT_SECONDS", False, "conversations.E012"),
+    ):
+        try:
+            positive_setting(name, integer=integer)
+        except ConfigurationError as exc:
+            messages.append(Error(exc.detail, id=check_id))
     timeout = conf.APPROVAL_TIMEOUT_SECONDS
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1

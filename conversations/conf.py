@@ -6,8 +6,12 @@ Host projects set only what they change::
 
 ``app_settings()`` returns a frozen :class:`ConversationsSettings`; it is cached
 and reset on Django's ``setting_changed`` signal, so ``override_settings`` works
-in tests. Values are not validated here: the system checks in ``checks.py``
-report misconfiguration at startup with stable ids.
+in tests. Reading the object validates nothing: the system checks in
+``checks.py`` report misconfiguration at startup with stable ids. The few
+values the tool loop cannot run without are also read through
+:func:`tool_concurrency` and :func:`tool_timeout`, which raise a
+:class:`~conversations.exceptions.ConfigurationError` naming the key (a
+worker process may never have run the checks).
 """
 
 from __future__ import annotations
@@ -21,8 +25,16 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from conversations.domain.storable import set_max_arguments_depth
+from conversations.exceptions import ConfigurationError
 
-__all__ = ["DEFAULTS", "ConversationsSettings", "app_settings"]
+__all__ = [
+    "DEFAULTS",
+    "ConversationsSettings",
+    "app_settings",
+    "positive_setting",
+    "tool_concurrency",
+    "tool_timeout",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +47,11 @@ class ConversationsSettings:
     """Tool-loop rounds when neither the call nor the profile says otherwise."""
     TOOL_RESULT_MAX_BYTES: int = 50_000
     """Tool results are cut (on a UTF-8 boundary, marker included) to this many bytes."""
+    TOOL_CONCURRENCY: int = 8
+    """At most this many calls of one model turn run at once."""
+    TOOL_TIMEOUT_SECONDS: float = 60
+    """A tool call still running after this long is answered as timed out (a tool's
+    ``@tool(timeout=...)`` overrides it)."""
     RUN_LEASE_SECONDS: int = 300
     """A running run whose heartbeat is older than this is taken for dead by recovery."""
     SECRET_RESOLVER: str = "conversations.secrets.resolve_secret"  # noqa: S105
@@ -80,6 +97,31 @@ def app_settings() -> ConversationsSettings:
     user: Any = getattr(settings, "CONVERSATIONS", None) or {}
     known = {key: value for key, value in user.items() if key in DEFAULTS}
     return ConversationsSettings(**known)
+
+
+def positive_setting(name: str, *, integer: bool = False) -> float:
+    """``CONVERSATIONS[name]``, which must be a positive number (an integer if ``integer``).
+
+    Raises :class:`ConfigurationError` naming the key and the value otherwise.
+    """
+    value = getattr(app_settings(), name)
+    kinds = int if integer else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < float("inf"):
+        kind = "integer" if integer else "number"
+        raise ConfigurationError(
+            f"CONVERSATIONS[{name!r}] must be a positive {kind}, got {value!r}."
+        )
+    return value
+
+
+def tool_concurrency() -> int:
+    """``TOOL_CONCURRENCY``, validated (see :func:`positive_setting`)."""
+    return int(positive_setting("TOOL_CONCURRENCY", integer=True))
+
+
+def tool_timeout() -> float:
+    """``TOOL_TIMEOUT_SECONDS``, validated (see :func:`positive_setting`)."""
+    return positive_setting("TOOL_TIMEOUT_SECONDS")
 
 
 def unknown_keys() -> list[str]:

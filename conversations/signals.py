@@ -2,7 +2,8 @@
 
 All are sent synchronously by the tool loop, outside any transaction:
 
-- ``tool_call_started(sender=ToolCall model, tool_call, run)``: just before a tool runs.
+- ``tool_call_started(sender=ToolCall model, tool_call, run)``: just before a tool
+  runs (from the loop's thread; the tool itself runs in a worker thread or task).
 - ``tool_call_finished(sender=ToolCall model, tool_call, run, result)``: after it
   ran (``tool_call.status`` says how it went; ``result`` is what the model sees).
 - ``run_finished(sender=Run model, run)``: a run reached a terminal status.

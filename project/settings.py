@@ -143,6 +143,8 @@ if os.environ.get("CONVERSATIONS_RUN_LEASE_SECONDS"):
     CONVERSATIONS["RUN_LEASE_SECONDS"] = int(os.environ["CONVERSATIONS_RUN_LEASE_SECONDS"])
 if os.environ.get("CONVERSATIONS_MAX_STREAMS_PER_USER"):
     CONVERSATIONS["MAX_STREAMS_PER_USER"] = int(os.environ["CONVERSATIONS_MAX_STREAMS_PER_USER"])
+if os.environ.get("CONVERSATIONS_TOOL_CONCURRENCY"):
+    CONVERSATIONS["TOOL_CONCURRENCY"] = int(os.environ["CONVERSATIONS_TOOL_CONCURRENCY"])
 
 # Celery (used when CONVERSATIONS["EXECUTOR"] is "celery"; see project/celery.py
 # and docs/scaling.md). Tasks are acknowledged after they ran, so a message

@@ -6,7 +6,8 @@ from django.test import override_settings
 
 from conversations import secrets
 from conversations.checks import check_settings
-from conversations.conf import DEFAULTS, app_settings
+from conversations.conf import DEFAULTS, app_settings, tool_concurrency, tool_timeout
+from conversations.exceptions import ConfigurationError
 
 
 def ids(messages):
@@ -46,6 +47,14 @@ def test_a_clean_configuration_has_no_messages():
         ({"SEARCH_CONFIG": "english; drop"}, ["conversations.E010"]),
         ({"SEARCH_CONFIG": 7}, ["conversations.E010"]),
         ({"REDACTION_MARKER": ""}, ["conversations.E011"]),
+        ({"TOOL_CONCURRENCY": 0}, ["conversations.E001"]),
+        ({"TOOL_CONCURRENCY": 2.5}, ["conversations.E001"]),
+        ({"TOOL_CONCURRENCY": "8"}, ["conversations.E001"]),
+        ({"TOOL_TIMEOUT_SECONDS": 0}, ["conversations.E012"]),
+        ({"TOOL_TIMEOUT_SECONDS": -1.5}, ["conversations.E012"]),
+        ({"TOOL_TIMEOUT_SECONDS": True}, ["conversations.E012"]),
+        ({"TOOL_TIMEOUT_SECONDS": "60"}, ["conversations.E012"]),
+        ({"TOOL_TIMEOUT_SECONDS": float("inf")}, ["conversations.E012"]),
     ],
 )
 def test_misconfiguration_is_reported_with_a_stable_id(conf, expected):
@@ -53,6 +62,35 @@ def test_misconfiguration_is_reported_with_a_stable_id(conf, expected):
         messages = check_settings()
     assert ids(messages) == expected
     assert all(repr(next(iter(conf))) in m.msg for m in messages)
+
+
+def test_the_tool_limits_default_and_accept_good_values():
+    assert (app_settings().TOOL_CONCURRENCY, app_settings().TOOL_TIMEOUT_SECONDS) == (8, 60)
+    with override_settings(CONVERSATIONS={"TOOL_CONCURRENCY": 1, "TOOL_TIMEOUT_SECONDS": 0.5}):
+        assert check_settings() == []
+        assert (tool_concurrency(), tool_timeout()) == (1, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("conf", "read", "message"),
+    [
+        (
+            {"TOOL_CONCURRENCY": 0},
+            tool_concurrency,
+            "CONVERSATIONS['TOOL_CONCURRENCY'] must be a positive integer, got 0.",
+        ),
+        (
+            {"TOOL_TIMEOUT_SECONDS": "soon"},
+            tool_timeout,
+            "CONVERSATIONS['TOOL_TIMEOUT_SECONDS'] must be a positive number, got 'soon'.",
+        ),
+    ],
+)
+def test_reading_an_unusable_tool_limit_raises_naming_the_key(conf, read, message):
+    with override_settings(CONVERSATIONS=conf), pytest.raises(ConfigurationError) as info:
+        read()
+    assert info.value.detail == message
+    assert info.value.code == "configuration_error"
 
 
 def test_env_references_resolve_only_when_set(monkeypatch):

@@ -2,8 +2,9 @@
 
 The tool loop is synchronous; the SDK is asynchronous. A :class:`ConnectionPool`
 runs an anyio blocking portal (one thread with an event loop) and keeps one
-initialised client per server, so consecutive calls of a run reuse the
-connection (and a stdio server's process). A call that fails for any reason
+initialised client per server, so the calls of a run reuse the connection
+(and a stdio server's process); concurrent calls of a turn, from several
+worker threads, share it too. A call that fails for any reason
 other than the tool's own ``isError`` closes that server's connection, so the
 next call starts afresh instead of talking to a dead process.
 """
@@ -11,6 +12,7 @@ next call starts afresh instead of talking to a dead process.
 from __future__ import annotations
 
 import logging
+import threading
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
@@ -42,34 +44,38 @@ class ConnectionPool:
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
         self._clients: dict[int, tuple[Client, ExitStack]] = {}
+        # Concurrent calls of a turn (worker threads) open and drop clients;
+        # the calls themselves go through the portal, which is thread-safe.
+        self._lock = threading.RLock()
 
-    def _client(self, server: MCPServer) -> Client:
-        held = self._clients.get(server.pk)
-        if held is not None:
-            return held[0]
-        connection = connection_of(server)
-        if self._portal is None:
-            self._portal_cm = start_blocking_portal()
-            self._portal = self._portal_cm.__enter__()
-        stack = ExitStack()
-        try:
-            client = stack.enter_context(
-                self._portal.wrap_async_context_manager(open_client(connection))
-            )
-        except Exception as exc:
-            stack.close()
-            raise MCPServerError(
-                f'MCP server "{server.slug}" could not be connected: {describe_failure(exc)}'
-            ) from exc
-        self._clients[server.pk] = (client, stack)
-        return client
+    def _client(self, server: MCPServer) -> tuple[Client, BlockingPortal]:
+        with self._lock:
+            held = self._clients.get(server.pk)
+            if held is not None:
+                assert self._portal is not None  # opened with the first client
+                return held[0], self._portal
+            connection = connection_of(server)
+            if self._portal is None:
+                self._portal_cm = start_blocking_portal()
+                self._portal = self._portal_cm.__enter__()
+            stack = ExitStack()
+            try:
+                client = stack.enter_context(
+                    self._portal.wrap_async_context_manager(open_client(connection))
+                )
+            except Exception as exc:
+                stack.close()
+                raise MCPServerError(
+                    f'MCP server "{server.slug}" could not be connected: {describe_failure(exc)}'
+                ) from exc
+            self._clients[server.pk] = (client, stack)
+            return client, self._portal
 
     def call(self, *, server: MCPServer, name: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call tool ``name`` of ``server``; :class:`MCPServerError` when the server fails."""
-        client = self._client(server)
-        assert self._portal is not None  # opened by _client
+        client, portal = self._client(server)
         try:
-            result = self._portal.call(_call, client, name, arguments, server.call_timeout)
+            result = portal.call(_call, client, name, arguments, server.call_timeout)
         except Exception as exc:
             self._drop(server.pk)
             raise MCPServerError(
@@ -84,7 +90,8 @@ class ConnectionPool:
         return result
 
     def _drop(self, pk: int) -> None:
-        held = self._clients.pop(pk, None)
+        with self._lock:
+            held = self._clients.pop(pk, None)
         if held is None:
             return
         try:
@@ -94,8 +101,9 @@ class ConnectionPool:
 
     def close(self) -> None:
         """Close every connection (ending stdio servers), then the helper thread."""
-        for pk in list(self._clients):
-            self._drop(pk)
-        if self._portal_cm is not None:
-            self._portal_cm.__exit__(None, None, None)
-            self._portal_cm = self._portal = None
+        with self._lock:
+            for pk in list(self._clients):
+                self._drop(pk)
+            if self._portal_cm is not None:
+                self._portal_cm.__exit__(None, None, None)
+                self._portal_cm = self._portal = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class _Slot:
     """Where the pool of the current run is kept once its first MCP call opens it."""
 
     pool: ConnectionPool | None = None
+    # The calls of a turn run in worker threads that share this slot.
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _slot: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
@@ -76,9 +79,11 @@ class RemoteCall:
                 return self._text(pool, arguments)
             finally:
                 pool.close()
-        if slot.pool is None:
-            slot.pool = ConnectionPool()
-        return self._text(slot.pool, arguments)
+        with slot.lock:
+            if slot.pool is None:
+                slot.pool = ConnectionPool()
+            pool = slot.pool
+        return self._text(pool, arguments)
 
     def _text(self, pool: ConnectionPool, arguments: dict[str, Any]) -> str:
         from .results import result_text

@@ -37,6 +37,7 @@ class ToolCallStatus(models.TextChoices):
     INTERRUPTED = "interrupted", "Interrupted"
     CANCELLED = "cancelled", "Cancelled"
     AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    TIMED_OUT = "timed_out", "Timed out"
 
 
 class RunStatus(models.TextChoices):

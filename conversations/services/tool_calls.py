@@ -4,8 +4,8 @@ Whatever the model reads about a call that did not succeed is written here
 and nowhere else: a rejection (unknown tool, not permitted, invalid or raw
 arguments), a failure (a tool's own :class:`~conversations.tools.ToolError`
 text, or a fixed sentence for any other exception), and the answers given to
-calls that never completed (interrupted, cancelled). Every such answer is
-stored with ``is_error`` set, so adapters can flag it natively.
+calls that never completed (interrupted, cancelled, timed out). Every such
+answer is stored with ``is_error`` set, so adapters can flag it natively.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import Any, Final
 from django.db import connection, transaction
 from django.utils import timezone
 
-from conversations import signals
 from conversations.conf import app_settings
 from conversations.domain import ChatMessage
 from conversations.domain.storable import storable_text
@@ -32,6 +31,7 @@ from conversations.tools import (
     ToolContext,
     ToolError,
     execute,
+    execute_async,
     registry,
     truncate_result,
     validate_arguments,
@@ -49,6 +49,7 @@ __all__ = [
     "REJECTED_BY_REVIEWER",
     "TOOL_ERROR",
     "TOOL_FAILED",
+    "TOOL_TIMED_OUT",
     "UNKNOWN_TOOL",
     "CallOutcome",
     "answer_open_calls",
@@ -56,10 +57,13 @@ __all__ = [
     "cancelled_call",
     "check_call",
     "execute_call",
+    "execute_call_async",
     "persist_outcomes",
     "reject_call",
     "rejected_by_reviewer_text",
     "storage_failed",
+    "timed_out_call",
+    "timed_out_text",
     "tool_error_text",
 ]
 
@@ -76,6 +80,8 @@ TOOL_ERROR: Final = 'Error: tool "{name}" failed: {message}'
 REJECTED_BY_REVIEWER: Final = 'Error: tool "{name}" was rejected by a reviewer'
 """A call a human rejected; ``: REASON`` follows when the reviewer gave one."""
 ARGUMENTS_CHANGED: Final = 'Error: tool "{name}" was not run: its arguments changed after approval'
+TOOL_TIMED_OUT: Final = 'Error: tool "{name}" timed out after {seconds} s.'
+"""A call that ran past its timeout; ``{seconds}`` is written like ``%g`` (``60``, ``0.5``)."""
 
 ANSWER_TEXTS: Final[Mapping[str, str]] = {
     ToolCallRow.Status.INTERRUPTED: 'Error: tool "{name}" was interrupted and did not complete.',
@@ -154,44 +160,79 @@ def cancelled_call(*, row: ToolCallRow) -> CallOutcome:
     return CallOutcome(row, status, answer_text_for(status, row.name))
 
 
+def _context(run: Run, row: ToolCallRow) -> ToolContext:
+    return ToolContext(conversation_id=run.conversation_id, run_id=run.pk, call_id=row.call_id)
+
+
 def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
-    """Run one checked call's tool (no transaction is open) and return its outcome.
+    """Run one checked call's tool in this thread (no transaction is open); its outcome.
 
     A :class:`ToolError` is an answer its author meant the model to read: its
     message is shown. Any other exception may hold secrets in its text, so the
     model gets a fixed sentence, and admins the traceback (on the call and in
-    the log).
+    the log). An ``async def`` tool is run to its end (see
+    :func:`~conversations.tools.execute`); the loop awaits those with
+    :func:`execute_call_async` instead.
     """
-    signals.tool_call_started.send(sender=ToolCallRow, tool_call=row, run=run)
     started = timezone.now()
-    context = ToolContext(conversation_id=run.conversation_id, run_id=run.pk, call_id=row.call_id)
     try:
-        result = execute(tool, row.arguments, context=context)
-    except ToolError as exc:
-        logger.info("tool %s refused (call %s, run %s): %s", row.name, row.call_id, run.pk, exc)
-        text = tool_error_text(TOOL_ERROR, row.name, message=exc.message)
-        return CallOutcome(
-            row,
-            ToolCallRow.Status.FAILED,
-            _storable_result(text, row=row),
-            error=traceback.format_exc(),
-            started_at=started,
-            finished_at=timezone.now(),
-        )
-    except Exception:
-        logger.exception("tool %s failed (call %s, run %s)", row.name, row.call_id, run.pk)
-        return CallOutcome(
-            row,
-            ToolCallRow.Status.FAILED,
-            tool_error_text(TOOL_FAILED, row.name),
-            error=traceback.format_exc(),
-            started_at=started,
-            finished_at=timezone.now(),
-        )
+        result = execute(tool, row.arguments, context=_context(run, row))
+    except Exception as exc:
+        return _failed(exc, run=run, row=row, started=started)
+    return _succeeded(result, row=row, started=started)
+
+
+async def execute_call_async(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
+    """:func:`execute_call` on an event loop: the tool is awaited; the same answers."""
+    started = timezone.now()
+    try:
+        result = await execute_async(tool, row.arguments, context=_context(run, row))
+    except Exception as exc:
+        return _failed(exc, run=run, row=row, started=started)
+    return _succeeded(result, row=row, started=started)
+
+
+def _succeeded(result: str, *, row: ToolCallRow, started: datetime) -> CallOutcome:
     content = _storable_result(result, row=row)
     return CallOutcome(
         row, ToolCallRow.Status.SUCCEEDED, content, started_at=started, finished_at=timezone.now()
     )
+
+
+def _failed(exc: Exception, *, run: Run, row: ToolCallRow, started: datetime) -> CallOutcome:
+    """The answer to a tool that raised; called inside the ``except`` block (for the traceback)."""
+    if isinstance(exc, ToolError):
+        logger.info("tool %s refused (call %s, run %s): %s", row.name, row.call_id, run.pk, exc)
+        text = tool_error_text(TOOL_ERROR, row.name, message=exc.message)
+        content = _storable_result(text, row=row)
+    else:
+        logger.exception("tool %s failed (call %s, run %s)", row.name, row.call_id, run.pk)
+        content = tool_error_text(TOOL_FAILED, row.name)
+    return CallOutcome(
+        row,
+        ToolCallRow.Status.FAILED,
+        content,
+        error=traceback.format_exc(),
+        started_at=started,
+        finished_at=timezone.now(),
+    )
+
+
+def timed_out_call(*, row: ToolCallRow, seconds: float, started_at: datetime) -> CallOutcome:
+    """The answer of a call still running when its timeout passed (its late result is dropped)."""
+    return CallOutcome(
+        row,
+        ToolCallRow.Status.TIMED_OUT,
+        timed_out_text(row.name, seconds),
+        error=f"no result within {seconds:g} s; the call was abandoned and its result discarded",
+        started_at=started_at,
+        finished_at=timezone.now(),
+    )
+
+
+def timed_out_text(name: str, seconds: float) -> str:
+    """What the model reads about a call that ran past its timeout."""
+    return tool_error_text(TOOL_TIMED_OUT, name, seconds=f"{seconds:g}")
 
 
 def _storable_result(text: str, *, row: ToolCallRow) -> str:

@@ -19,6 +19,8 @@ This is the only loop in the code base. Its guarantees:
   while an answer streams stores the text received so far (finish reason
   ``cancelled``, no calls: those still arriving are dropped, never run) or,
   when no text came, nothing but the ledger row; the run ends ``cancelled``.
+- The calls of a turn run concurrently, each within its timeout (see
+  ``tool_runner``); their results are stored together, in the order of the calls.
 
 A round costs a constant number of queries and commits whatever the number of
 calls (see docs/adr/0003-tool-loop-persistence.md for the batching trade-off).
@@ -76,13 +78,12 @@ from .runs import (
 )
 from .tool_calls import (
     CallOutcome,
-    cancelled_call,
     check_call,
-    execute_call,
     persist_outcomes,
     reject_call,
     storage_failed,
 )
+from .tool_runner import run_calls
 from .usage import record_model_call
 
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
@@ -407,20 +408,14 @@ def _add_usage(run: Run, usage: Usage, *, rounds: int) -> None:
 def _run_calls(
     run: Run, checked: _Checked, tools: dict[str, Tool], watch: CancelWatch
 ) -> list[CallOutcome]:
-    """Execute the calls of one assistant turn in order and answer each; return the answers."""
-    ordered: list[CallOutcome] = []
-    for row, rejection in checked:
-        if rejection is not None:
-            ordered.append(rejection)
-        elif watch.cancelled():
-            ordered.append(cancelled_call(row=row))
-        else:
-            with tracing.tool_span(
-                name=row.name, call_id=row.call_id, arguments=row.arguments
-            ) as span:
-                outcome = execute_call(run=run, row=row, tool=tools[row.name])
-                span.finished(status=outcome.status, result=outcome.content)
-            ordered.append(outcome)
+    """Execute the calls of one assistant turn and answer each; return the answers in call order.
+
+    The runnable calls run concurrently (see ``tool_runner``); the answers of
+    the whole turn are stored together once every call has one.
+    """
+    runnable = [(row, tools[row.name]) for row, rejection in checked if rejection is None]
+    executed = iter(run_calls(run=run, calls=runnable, watch=watch))
+    ordered = [next(executed) if rejection is None else rejection for _, rejection in checked]
     try:
         persist_outcomes(run=run, outcomes=ordered)
     except DatabaseError:

@@ -35,7 +35,14 @@ except ImportError:  # the extra is not installed: every span is a no-op
     trace = None  # type: ignore[assignment]
     metrics = None  # type: ignore[assignment]
 
-__all__ = ["ENABLED", "CallSpan", "ToolSpan", "agent_span", "chat_span", "tool_span"]
+__all__ = [
+    "ENABLED",
+    "CallSpan",
+    "ToolSpan",
+    "agent_span",
+    "chat_span",
+    "start_tool_span",
+]
 
 ENABLED = trace is not None
 """Whether ``opentelemetry-api`` is importable (then spans are emitted)."""
@@ -84,7 +91,11 @@ class CallSpan:
 
 
 class ToolSpan:
-    """The span of one tool call; :meth:`finished` adds its outcome."""
+    """The span of one tool call; :meth:`finished` adds its outcome.
+
+    It is started by :func:`start_tool_span` in the loop's thread and ended by
+    :meth:`finished`, whichever thread calls it.
+    """
 
     def __init__(self, span: Span | None) -> None:
         self.span = span
@@ -98,6 +109,20 @@ class ToolSpan:
             self.span.set_status(Status(StatusCode.ERROR))
         if _content_on():
             self.span.set_attribute("gen_ai.tool.call.result", result)
+        self.span.end()
+
+    @contextmanager
+    def current(self) -> Iterator[None]:
+        """Make this span the current one inside the block (in a worker thread or task).
+
+        The tool's own spans (an HTTP client's, a database driver's) then nest
+        under it; the block does not end it.
+        """
+        if self.span is None or trace is None:
+            yield
+            return
+        with trace.use_span(self.span, end_on_exit=False):
+            yield
 
 
 @contextmanager
@@ -160,12 +185,14 @@ def chat_span(
             duration.record(time.monotonic() - started, {**attributes, **outcome})
 
 
-@contextmanager
-def tool_span(*, name: str, call_id: str, arguments: Any) -> Iterator[ToolSpan]:
-    """``execute_tool {name}``: one tool execution."""
+def start_tool_span(*, name: str, call_id: str, arguments: Any) -> ToolSpan:
+    """``execute_tool {name}`` started now, as a child of this thread's current span.
+
+    For a call executed elsewhere (a worker thread, an event loop): make it
+    current there with :meth:`ToolSpan.current`; :meth:`ToolSpan.finished` ends it.
+    """
     if trace is None:
-        yield ToolSpan(None)
-        return
+        return ToolSpan(None)
     attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
@@ -174,7 +201,5 @@ def tool_span(*, name: str, call_id: str, arguments: Any) -> Iterator[ToolSpan]:
     if _content_on():
         attributes["gen_ai.tool.call.arguments"] = json.dumps(arguments, ensure_ascii=False)
     tracer = trace.get_tracer(INSTRUMENTATION)
-    with tracer.start_as_current_span(
-        f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes
-    ) as span:
-        yield ToolSpan(span)
+    span = tracer.start_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes)
+    return ToolSpan(span)

@@ -14,6 +14,7 @@ from .execution import (
     call_tool,
     encode_result,
     execute,
+    execute_async,
     truncate_result,
     validate_arguments,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "call_tool",
     "encode_result",
     "execute",
+    "execute_async",
     "registry",
     "tool",
     "truncate_result",

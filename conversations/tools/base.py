@@ -19,6 +19,7 @@ from .schema import (
     derive_parameters,
     describe_function,
     inspect_function,
+    is_async_callable,
 )
 
 __all__ = ["Tool"]
@@ -44,6 +45,12 @@ class Tool:
     requires_approval: bool | str = False
     """Whether a human decides each call first: ``True`` (the conversation's owner),
     ``"staff"`` (a holder of ``conversations.approve_toolcall``) or ``False``."""
+    concurrent: bool = True
+    """Whether its calls may run alongside the other calls of a turn; ``False``: each
+    call runs alone, after the turn's concurrent calls."""
+    timeout: float | None = None
+    """Seconds a call may take before it is answered as timed out (``None``: the
+    ``TOOL_TIMEOUT_SECONDS`` setting)."""
     shape: FunctionShape = field(init=False, repr=False)
     """What the function's signature accepts (derived)."""
     converters: Mapping[str, Converter] = field(init=False, repr=False)
@@ -67,6 +74,24 @@ class Tool:
                 f"not {self.requires_approval!r}",
                 code="invalid_tool_spec",
                 field="requires_approval",
+            )
+        if not isinstance(self.concurrent, bool):
+            raise InvalidArgumentError(
+                f"tool {self.name!r}: concurrent must be True or False, not {self.concurrent!r}",
+                code="invalid_tool_spec",
+                field="concurrent",
+            )
+        timeout = self.timeout
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            raise InvalidArgumentError(
+                f"tool {self.name!r}: timeout must be a positive number of seconds or None, "
+                f"not {timeout!r}",
+                code="invalid_tool_spec",
+                field="timeout",
             )
         if not isinstance(self.description, str):
             raise InvalidArgumentError(
@@ -102,6 +127,8 @@ class Tool:
         description: str | None = None,
         parameters: Mapping[str, Any] | None = None,
         requires_approval: bool | str = False,
+        concurrent: bool = True,
+        timeout: float | None = None,
     ) -> Tool:
         """Build a tool from a typed function; any argument given overrides derivation.
 
@@ -117,6 +144,8 @@ class Tool:
             parameters=parameters,
             func=func,
             requires_approval=requires_approval,
+            concurrent=concurrent,
+            timeout=timeout,
         )
 
     @property
@@ -128,6 +157,11 @@ class Tool:
     def origin(self) -> str:
         """``module.qualname`` of the function: how duplicates and logs name it."""
         return self.shape.qualified_name
+
+    @property
+    def is_async(self) -> bool:
+        """True when calling the function returns an awaitable (an ``async def`` tool)."""
+        return is_async_callable(self.func)
 
     @property
     def takes_context(self) -> bool:

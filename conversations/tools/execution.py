@@ -8,6 +8,9 @@ stored for admins. The intended sequence::
     violations = validate_arguments(tool, call.arguments)   # explain these to the model
     if not violations:
         text = truncate_result(execute(tool, call.arguments, context))  # may raise
+
+An ``async def`` tool is awaited by :func:`execute_async`; :func:`execute`
+runs it to its end from synchronous code.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import inspect
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.core.serializers.json import DjangoJSONEncoder
 
 from conversations.exceptions import InvalidArgumentError
@@ -33,6 +38,7 @@ __all__ = [
     "call_tool",
     "encode_result",
     "execute",
+    "execute_async",
     "truncate_result",
     "validate_arguments",
 ]
@@ -85,7 +91,7 @@ def call_tool(
 ) -> Any:
     """Validate, convert and call; return whatever the function returns.
 
-    Raises :class:`InvalidArgumentError` (code ``invalid_tool_arguments``)
+    For an ``async def`` tool that is a coroutine, not yet started. Raises :class:`InvalidArgumentError` (code ``invalid_tool_arguments``)
     without calling the function when the arguments are invalid. Anything the
     function raises propagates unchanged.
     """
@@ -112,9 +118,23 @@ def execute(tool: Tool, arguments: Mapping[str, Any], context: ToolContext | Non
     """:func:`call_tool`, then :func:`encode_result`: the text of the tool message.
 
     Not bounded in size: pass the text through :func:`truncate_result`.
-    Nothing is caught; see the module docstring.
+    Nothing is caught; see the module docstring. An ``async def`` tool is run
+    to its end with :func:`asgiref.sync.async_to_sync` (so not from a thread
+    that runs an event loop: await :func:`execute_async` there).
     """
+    if tool.is_async:
+        return async_to_sync(execute_async)(tool, arguments, context)
     return encode_result(call_tool(tool, arguments, context=context))
+
+
+async def execute_async(
+    tool: Tool, arguments: Mapping[str, Any], context: ToolContext | None = None
+) -> str:
+    """:func:`execute` for an event loop: an ``async def`` tool is awaited, any other called."""
+    result = call_tool(tool, arguments, context=context)
+    if inspect.isawaitable(result):
+        result = await result
+    return encode_result(result)
 
 
 class _ResultEncoder(DjangoJSONEncoder):

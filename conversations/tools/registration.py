@@ -148,6 +148,8 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     registry: ToolRegistry | None = None,
     requires_approval: bool | str = False,
+    concurrent: bool = True,
+    timeout: float | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -160,6 +162,8 @@ def tool(
     parameters: Mapping[str, Any] | None = None,
     registry: ToolRegistry | None = None,
     requires_approval: bool | str = False,
+    concurrent: bool = True,
+    timeout: float | None = None,
 ) -> F | Callable[[F], F]:
     """Register a typed function as a tool; use as ``@tool`` or ``@tool(...)``.
 
@@ -169,6 +173,9 @@ def tool(
     ``requires_approval`` makes every call wait for a human decision: ``True``
     (the conversation's owner decides) or ``"staff"`` (only a holder of the
     ``conversations.approve_toolcall`` permission, never the owner).
+    ``concurrent=False`` runs each call alone, after the other calls of its
+    turn; ``timeout`` bounds a call in seconds (default: the
+    ``TOOL_TIMEOUT_SECONDS`` setting). An ``async def`` function is awaited.
     The function is returned unchanged, so it stays callable as plain Python.
     """
     target = _default_registry if registry is None else registry
@@ -181,6 +188,8 @@ def tool(
                 description=description,
                 parameters=parameters,
                 requires_approval=requires_approval,
+                concurrent=concurrent,
+                timeout=timeout,
             )
         )
         return function

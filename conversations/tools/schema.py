@@ -40,6 +40,7 @@ __all__ = [
     "derive_parameters",
     "describe_function",
     "inspect_function",
+    "is_async_callable",
     "qualified_name",
 ]
 
@@ -131,6 +132,14 @@ def qualified_name(func: Callable[..., Any]) -> str:
     return f"{module}.{qualname}"
 
 
+def is_async_callable(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` is an ``async def`` function (or an object whose ``__call__`` is)."""
+    if inspect.iscoroutinefunction(func):
+        return True
+    # For an instance, the hook is the class's ``__call__`` (as for the hints below).
+    return not inspect.isroutine(func) and inspect.iscoroutinefunction(type(func).__call__)
+
+
 def _resolve_hints(func: Callable[..., Any], where: str) -> dict[str, Any]:
     # A callable object keeps its hints on ``__call__``, not on the instance.
     annotated = func if inspect.isroutine(func) else type(func).__call__
@@ -156,14 +165,15 @@ def inspect_function(func: Callable[..., Any]) -> FunctionShape:
     """Read the model-facing parameters of ``func``; refuse shapes a tool cannot have.
 
     Raises :class:`TypeError` for ``*args``/``**kwargs``, positional-only
-    parameters, async functions and more than one context parameter: each would
+    parameters, async generators and more than one context parameter: each would
     fail only at call time otherwise, long after the author could notice.
+    An ``async def`` function is read like any other (the loop awaits it).
     """
     where = qualified_name(func)
     if not callable(func):
         raise TypeError(f"a tool must be callable, got {func!r}")
-    if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
-        raise TypeError(f"{where} is async; tools run synchronously inside the tool loop")
+    if inspect.isasyncgenfunction(func):
+        raise TypeError(f"{where} is an async generator; a tool returns one result")
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError) as exc:

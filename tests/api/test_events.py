@@ -195,8 +195,10 @@ def probe_tools():
         yield r
 
 
-def test_polls_during_a_run_only_ever_append(demo_conversation, probe_tools):
+@pytest.mark.django_db(transaction=True)  # the tools poll from their worker threads
+def test_polls_during_a_run_only_ever_append(demo_conversation, probe_tools, settings):
     """Poll between every step of a real loop: no id ever goes back, nothing is missed."""
+    settings.CONVERSATIONS = {"TOOL_CONCURRENCY": 1}  # one stream, polled by one call at a time
     seen: list = []
     polls: list[list[tuple[int, str]]] = []
 
@@ -253,7 +255,10 @@ def test_polls_during_a_run_only_ever_append(demo_conversation, probe_tools):
     assert replay[-1].type == "run_finished" and replay[-1].data["run"]["status"] == "completed"
 
 
-def test_a_cancelled_call_keeps_its_started_event(demo_conversation, probe_tools):
+@pytest.mark.django_db(transaction=True)  # the tool cancels from its worker thread
+def test_a_cancelled_call_keeps_its_started_event(demo_conversation, probe_tools, settings):
+    settings.CONVERSATIONS = {"TOOL_CONCURRENCY": 1}  # "later" waits until "stop" has cancelled
+
     @tool(registry=probe_tools)
     def stop(context: ToolContext) -> str:
         """Cancels its own run."""

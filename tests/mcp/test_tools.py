@@ -101,11 +101,15 @@ def test_an_is_error_result_is_a_failed_call_whose_text_the_model_reads(conversa
 
 def test_a_server_dying_mid_call_fails_only_that_call(conversation, stdio_server):
     sync(stdio_server)
-    run(
-        conversation,
-        call("local__die", id="dead"),
-        call("local__echo", {"text": "back again"}, id="next"),
+    # Two turns: the calls of one turn run at once and would share the dying connection.
+    provider = ScriptedProvider(
+        [
+            scripted_calls(call("local__die", id="dead")),
+            scripted_calls(call("local__echo", {"text": "back again"}, id="next")),
+            scripted_text("done"),
+        ]
     )
+    run_tool_loop(conversation=conversation, content="go", provider=provider)
     answers = results(conversation)
     assert answers["dead"] == 'Error: tool "local__die" failed.'
     row = ToolCallRow.objects.get(call_id="dead")

@@ -181,7 +181,11 @@ def test_cancelled_before_the_next_model_call(conversation, tools, executed):
     assert_every_adapter_accepts(get_history(conversation=conversation))
 
 
-def test_cancelled_between_tools_answers_the_rest_as_cancelled(conversation, tools, executed):
+@pytest.mark.django_db(transaction=True)  # the tool cancels from its worker thread
+def test_cancelled_between_tools_answers_the_rest_as_cancelled(
+    conversation, tools, executed, settings
+):
+    settings.CONVERSATIONS = {"TOOL_CONCURRENCY": 1}  # one call at a time, in order
     provider = ScriptedProvider(
         [
             scripted_calls(("cancel_me", {}), ("note", {"text": "b"}), ("nope", {})),

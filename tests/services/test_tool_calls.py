@@ -127,7 +127,8 @@ def test_every_answer_that_is_not_a_success_is_flagged(conversation, tools):
     assert sent == stored
 
 
-def test_interrupted_and_cancelled_answers_are_flagged(conversation, tools):
+@pytest.mark.django_db(transaction=True)  # the tool cancels from its worker thread
+def test_interrupted_and_cancelled_answers_are_flagged(conversation, tools, settings):
     old = timezone.now() - timedelta(hours=1)
     dead = Run.objects.create(
         conversation=conversation, max_iterations=3, started_at=old, heartbeat_at=old
@@ -161,8 +162,8 @@ def test_interrupted_and_cancelled_answers_are_flagged(conversation, tools):
         ]
     )
     with registry.isolated(empty=True) as r:
-
-        @tool(registry=r, name="calculate")
+        # One call at a time, so the second starts only after the first cancelled.
+        @tool(registry=r, name="calculate", concurrent=False)
         def cancelling(expression: str) -> str:
             """Asks its own run to stop, so the next call is never executed."""
             Run.objects.filter(status=Run.Status.RUNNING).update(cancel_requested=True)

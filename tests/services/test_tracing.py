@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,60 @@ def test_content_is_recorded_when_switched_on(telemetry, demo_conversation, adde
     assert tool_span.attributes["gen_ai.tool.call.result"] == str(SECRET_ARGUMENT + 2)
 
 
+def test_concurrent_calls_nest_under_the_agent_span_and_a_tools_own_spans_under_theirs(
+    telemetry, demo_conversation
+):
+    tracer = trace.get_tracer("a-tool-library")
+    with registry.isolated(empty=True) as r:
+
+        @tool(registry=r)
+        def lookup(key: str) -> str:
+            """A worker thread: its own span must nest under the call's span."""
+            with tracer.start_as_current_span(f"inner {key}"):
+                return key
+
+        @tool(registry=r)
+        async def alookup(key: str) -> str:
+            """The event loop: the same."""
+            with tracer.start_as_current_span(f"inner {key}"):
+                return key
+
+        @tool(registry=r, timeout=0.05)
+        def stuck() -> str:
+            """Past its timeout."""
+            time.sleep(0.5)
+            return "late"
+
+        provider = ScriptedProvider(
+            [
+                scripted_calls(
+                    ToolCall(id="t1", name="lookup", arguments={"key": "one"}),
+                    ToolCall(id="t2", name="lookup", arguments={"key": "two"}),
+                    ToolCall(id="t3", name="alookup", arguments={"key": "three"}),
+                    ToolCall(id="t4", name="stuck", arguments={}),
+                ),
+                scripted_text("done"),
+            ]
+        )
+        run_tool_loop(conversation=demo_conversation, content="go", provider=provider)
+    spans = telemetry.exporter.get_finished_spans()
+    (agent,) = [span for span in spans if span.name.startswith("invoke_agent")]
+    calls = {
+        span.attributes["gen_ai.tool.call.id"]: span
+        for span in spans
+        if span.name.startswith("execute_tool")
+    }
+    assert set(calls) == {"t1", "t2", "t3", "t4"}
+    for span in calls.values():
+        assert span.parent.span_id == agent.context.span_id
+        assert span.context.trace_id == agent.context.trace_id
+    inner = {span.name: span for span in spans if span.name.startswith("inner")}
+    for call_id, key in (("t1", "one"), ("t2", "two"), ("t3", "three")):
+        assert inner[f"inner {key}"].parent.span_id == calls[call_id].context.span_id
+    assert calls["t4"].status.status_code == StatusCode.ERROR
+    assert calls["t4"].attributes["error.type"] == "timed_out"
+
+
 def test_a_failed_call_is_an_error_span_with_its_code_only(telemetry, demo_conversation):
     provider = ScriptedProvider([ProviderTimeout("openai: no answer; key sk-SECRET")])
     run_tool_loop(conversation=demo_conversation, content="hi", provider=provider)
@@ -194,7 +249,8 @@ def test_without_the_extra_nothing_is_imported_and_spans_do_nothing():
         with tracing.agent_span(profile="p", conversation_id="c", provider="x"):
             with tracing.chat_span(provider="x", model="m", conversation_id="c", messages=[]) as s:
                 s.answered(None)
-            with tracing.tool_span(name="t", call_id="1", arguments={}) as t:
+            t = tracing.start_tool_span(name="t", call_id="1", arguments={})
+            with t.current():
                 t.finished(status="failed", result="r")
         assert not [m for m in sys.modules if m.startswith("opentelemetry")]
         print("ok")

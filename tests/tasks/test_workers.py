@@ -227,7 +227,7 @@ def test_a_duplicate_delivery_while_the_worker_is_alive_does_nothing(
 def test_cancelling_through_the_api_while_a_worker_runs_a_tool(
     start, api, demo_conversation, tool_log
 ):
-    start()
+    start(CONVERSATIONS_TOOL_CONCURRENCY="1")  # the second call waits for the first
     response = post(api, demo_conversation, slow(("first", 1.0), ("second", 1.0)))
     run_id = response.json()["run"]["id"]
     wait_until(lambda: executions(tool_log) == ["first"], message="the first tool to start")

@@ -275,13 +275,6 @@ def test_positional_only_parameters_are_refused() -> None:
         Tool.from_function(f)
 
 
-def test_async_functions_are_refused() -> None:
-    async def f(x: int) -> None: ...
-
-    with pytest.raises(TypeError, match="is async"):
-        Tool.from_function(f)
-
-
 def test_unsupported_hints_are_fine_when_the_schema_is_explicit() -> None:
     def f(data: bytes) -> None: ...
 
