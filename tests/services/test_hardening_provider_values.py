@@ -65,8 +65,7 @@ def fake_profile(monkeypatch):
             **provider_fields,
         )
         model = LanguageModel.objects.create(provider=provider, model_id="fake-model")
-        # The fake server answers whole JSON bodies; streamed answers meet the same
-        # boundary checks (tests/providers/*_stream.py compare both paths).
+        # The fake server answers with whole JSON bodies, not streams.
         return Profile.objects.create(slug="fake", name="Fake", language_model=model, stream=False)
 
     return make

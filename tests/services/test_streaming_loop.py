@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,7 @@ from conversations.exceptions import ProviderResponseError
 from conversations.models import Message, ModelCall, Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider
+from conversations.providers.openai import OpenAIProvider
 from conversations.providers.options import CompletionOptions
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import history_for_provider
@@ -38,6 +40,7 @@ from conversations.services.messages import create_conversation
 from conversations.services.runs import start_run
 from conversations.services.tool_loop import execute_run
 from conversations.tools import registry, tool
+from tests.providers.mock_http import Recorder, streamed
 
 pytestmark = pytest.mark.django_db
 
@@ -453,3 +456,27 @@ def test_the_scripted_provider_streams_through_the_loop(user, profile, tools, ca
 def test_seq_goes_on_where_the_runs_last_answer_stopped(user, profile, tools):
     run = _run(user, profile, ChunkedProvider(_answers()))
     assert LiveRun(run.pk, stream=True).seq == 8
+
+
+def test_an_http_adapter_streams_through_the_loop(user, profile, tools):
+    def record(*chunks: dict[str, Any]) -> bytes:
+        lines = [json.dumps(chunk) for chunk in chunks] + ["[DONE]"]
+        return "".join(f"data: {line}\n\n" for line in lines).encode()
+
+    def piece(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    body = record(piece({"content": "Hel"}), piece({"content": "lo"}), piece({}, "stop"))
+    recorder = Recorder(streamed([body[:7], body[7:40], body[40:]]), strict=True)
+    provider = OpenAIProvider(
+        api_key="k", base_url="https://llm.example.test/v1", http_client=recorder.client
+    )
+    run = _start(user, profile, provider)
+    with events.subscribe(run.pk) as subscription:
+        ended = execute_run(run=run, provider=provider)
+        shown = [e.data["text"] for e in iter(lambda: subscription.get(0), None)]
+    assert json.loads(recorder.requests[0].content)["stream"] is True
+    assert ended.status == Run.Status.COMPLETED and ended.final_content == "Hello"
+    assert shown == ["Hel", "lo"]
+    (call,) = ModelCall.objects.filter(run=run)
+    assert call.time_to_first_token_ms is not None
