@@ -138,6 +138,11 @@ def prepare_user() -> str:
     from rest_framework.authtoken.models import Token
 
     user = get_user_model().objects.create_user(username="bench")
+    # The cache is shared with earlier runs of the bench, whose user had the same id:
+    # give back any stream slot an interrupted run left taken.
+    from django.core.cache import cache
+
+    cache.delete_many([f"conversations:stream-slot:{user.pk}:{n}" for n in range(1000)])
     return str(Token.objects.create(user=user).key)
 
 
@@ -237,6 +242,7 @@ class Received:
         self.seqs: list[int] = []
         self.subscribed = threading.Event()
         self.finished = False
+        self.error: str | None = None
 
     def feed(self, kind: str, data: dict[str, Any]) -> None:
         now = time.monotonic()
@@ -280,6 +286,9 @@ async def afollow(client: Any, base_url: str, token: str, run_id: str, received:
     url = f"{base_url}/api/runs/{run_id}/events/"
     headers = {"Authorization": f"Token {token}"}
     async with client.stream("GET", url, headers=headers) as response:
+        if response.status_code != 200:
+            received.error = f"HTTP {response.status_code}: {(await response.aread())[:200]!r}"
+            return
         fields: dict[str, str] = {}
         async for line in response.aiter_lines():
             if line == "":
@@ -386,12 +395,23 @@ def capacity(bus: str, token: str, args: argparse.Namespace) -> bool:
 
             limits = httpx.Limits(max_connections=args.streams + 10)
             async with httpx.AsyncClient(timeout=120, limits=limits) as client:
-                tasks = [
-                    asyncio.create_task(afollow(client, base_url, token, run_id, received))
-                    for run_id, received in zip(run_ids, results, strict=True)
-                ]
-                while not all(r.subscribed.is_set() for r in results):
-                    await asyncio.sleep(0.05)
+                tasks = []
+                # Clients arrive in waves of 20, each wave once the previous one is subscribed.
+                for start in range(0, len(run_ids), 20):
+                    wave = list(zip(run_ids, results, strict=True))[start : start + 20]
+                    tasks += [
+                        asyncio.create_task(afollow(client, base_url, token, run_id, received))
+                        for run_id, received in wave
+                    ]
+                    deadline = time.monotonic() + 120
+                    while not all(received.subscribed.is_set() for _, received in wave):
+                        done = [task for task in tasks if task.done()]
+                        if done or time.monotonic() > deadline:
+                            errors = {r.error for r in results if r.error} or {
+                                repr(t.exception()) for t in done
+                            }
+                            raise RuntimeError(f"streams did not open: {errors or 'timeout'}")
+                        await asyncio.sleep(0.05)
                 cpu["before"], cpu["at"] = cpu_seconds(server.pid), time.monotonic()
                 provider = start_provider(run_ids, bus, deltas, args.rate)
                 while provider.poll() is None:
