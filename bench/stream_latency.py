@@ -21,8 +21,9 @@ What happens:
    dropped or reordered.
 3. Capacity: a uvicorn process (``uvicorn project.asgi:application``, Redis
    bus and Redis cache) serves ``--streams`` SSE clients (asyncio, this
-   process) while a provider process publishes ``--rate`` deltas per second
-   to each of their runs for ``--seconds``. It prints the uvicorn process's
+   process) while four provider processes publish ``--rate`` deltas per
+   second to each of their runs for ``--seconds`` (without snapshots: their
+   cost is the workers', not the web process's). It prints the uvicorn process's
    CPU share over that time, the latency percentiles under load, and checks
    every stream got every delta in order.
 
@@ -59,6 +60,8 @@ DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/13"
 TARGET_LOCAL_MS = 5.0
 TARGET_REMOTE_MS = 15.0
+PROVIDERS = 4
+"""Processes publishing the capacity test's deltas (a share of the runs each)."""
 
 
 def main() -> int:
@@ -189,7 +192,7 @@ def free_port() -> int:
 # The provider ------------------------------------------------------------------------------
 
 
-def publish_deltas(run_ids: list[str], count: int, rate: float) -> None:
+def publish_deltas(run_ids: list[str], count: int, rate: float, snapshots: bool = True) -> None:
     """``count`` deltas to each run: as fast as possible (``rate`` 0) or ``rate`` per second."""
     from conversations import events
 
@@ -198,9 +201,9 @@ def publish_deltas(run_ids: list[str], count: int, rate: float) -> None:
     for seq in range(1, count + 1):
         text += "tok "
         for run_id in run_ids:
-            events.set_inflight(
-                run_id, {"seq": seq, "text": text, "reasoning": "", "tool_calls": []}
-            )
+            if snapshots:
+                snapshot = {"seq": seq, "text": text, "reasoning": "", "tool_calls": []}
+                events.set_inflight(run_id, snapshot)
             events.publish(
                 run_id, "text.delta", {"seq": seq, "text": "tok ", "t": time.monotonic()}
             )
@@ -215,7 +218,7 @@ def provider_process(args: argparse.Namespace) -> int:
     import django
 
     django.setup()
-    publish_deltas(args.publish.split(","), args.deltas, args.rate)
+    publish_deltas(args.publish.split(","), args.deltas, args.rate, snapshots=args.rate == 0)
     from conversations import events
 
     events.reset()
@@ -413,8 +416,12 @@ def capacity(bus: str, token: str, args: argparse.Namespace) -> bool:
                             raise RuntimeError(f"streams did not open: {errors or 'timeout'}")
                         await asyncio.sleep(0.05)
                 cpu["before"], cpu["at"] = cpu_seconds(server.pid), time.monotonic()
-                provider = start_provider(run_ids, bus, deltas, args.rate)
-                while provider.poll() is None:
+                # Several model processes, as several workers would be.
+                providers = [
+                    start_provider(run_ids[part::PROVIDERS], bus, deltas, args.rate)
+                    for part in range(PROVIDERS)
+                ]
+                while any(provider.poll() is None for provider in providers):
                     await asyncio.sleep(0.1)
                 cpu["after"], cpu["until"] = cpu_seconds(server.pid), time.monotonic()
                 await asyncio.sleep(0.5)
@@ -425,13 +432,16 @@ def capacity(bus: str, token: str, args: argparse.Namespace) -> bool:
     finally:
         server.terminate()
         server.wait(15)
-    share = (cpu["after"] - cpu["before"]) / (cpu["until"] - cpu["at"]) * 100
+    elapsed = cpu["until"] - cpu["at"]
+    share = (cpu["after"] - cpu["before"]) / elapsed * 100
+    achieved = deltas / elapsed
     latencies = [value for received in results for value in received.latencies]
     p50, p99 = percentiles(latencies)
     whole = sum(received.complete(deltas) for received in results)
     verdict = "PASS" if whole == len(results) else "MISS"
     print(
-        f"{len(results)} streams x {deltas} deltas ({args.rate:g}/s, Redis bus): uvicorn CPU "
+        f"{len(results)} streams x {deltas} deltas ({args.rate:g}/s asked, {achieved:.1f}/s "
+        f"achieved by the providers, Redis bus): uvicorn CPU "
         f"{share:.0f}% of one core; p50 {p50:.2f} ms, p99 {p99:.2f} ms; "
         f"{whole}/{len(results)} streams complete and in order: {verdict}"
     )
