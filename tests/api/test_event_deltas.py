@@ -134,6 +134,9 @@ def test_reasoning_and_tool_call_deltas_are_relayed_by_name(running):
     assert rest[0]["data"] == call
 
 
+# Here and below, another thread writes while the stream reads: SQLite's shared
+# in-memory test database answers "table is locked" instead of waiting.
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_under_asgi_deltas_arrive_while_the_stream_waits_on_the_event_loop(user, running):
     client = AsyncClient()
@@ -208,6 +211,7 @@ def text_of(received: list[dict]) -> str:
     return text
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_client_that_reconnects_gets_the_same_text_from_snapshot_and_later_deltas(
     user, demo_conversation
