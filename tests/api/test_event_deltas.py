@@ -142,10 +142,13 @@ def test_under_asgi_deltas_arrive_while_the_stream_waits_on_the_event_loop(user,
     client = AsyncClient()
     client.force_login(user)
 
+    subscribed = []
+
     def publisher():
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while str(running.pk) not in events.backend().hub.runs() and time.monotonic() < deadline:
             time.sleep(0.01)
+        subscribed.append(str(running.pk) in events.backend().hub.runs())
         for seq, text in enumerate(["one", " two", " three"], start=1):
             events.publish(running.pk, "text.delta", {"seq": seq, "text": text})
         end(running)
@@ -162,6 +165,7 @@ def test_under_asgi_deltas_arrive_while_the_stream_waits_on_the_event_loop(user,
         received = parse(async_to_sync(fetch)())
     finally:
         thread.join(10)
+    assert subscribed == [True], "the stream never subscribed"
     assert [e["event"] for e in received] == [
         "run_started",
         "text.delta",
