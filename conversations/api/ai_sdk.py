@@ -79,7 +79,7 @@ class UIMessageSerializer(serializers.Serializer[Any]):
 
 
 class ChatRequestSerializer(serializers.Serializer[Any]):
-    """The body ``useChat``'s ``DefaultChatTransport`` sends (checked by :func:`chat_content`)."""
+    """The body the AI SDK's ``DefaultChatTransport`` sends for ``useChat``."""
 
     id = serializers.CharField(required=False, help_text="The chat's id (not used).")
     messages = UIMessageSerializer(

@@ -302,18 +302,12 @@ class ChatStream:
         return chunks
 
     def _close_reasoning(self, step: _Step) -> list[Chunk]:
-        if step.reasoning_id is None:
-            return []
-        chunk = {"type": "reasoning-end", "id": step.reasoning_id}
-        step.reasoning_id = None
-        return [chunk]
+        part, step.reasoning_id = step.reasoning_id, None
+        return [] if part is None else [{"type": "reasoning-end", "id": part}]
 
     def _close_text(self, step: _Step) -> list[Chunk]:
-        if step.text_id is None:
-            return []
-        chunk = {"type": "text-end", "id": step.text_id}
-        step.text_id = None
-        return [chunk]
+        part, step.text_id = step.text_id, None
+        return [] if part is None else [{"type": "text-end", "id": part}]
 
     def _close_step(self) -> list[Chunk]:
         step, self._step = self._step, None
@@ -496,13 +490,7 @@ class ChatStream:
             close_old_connections()
 
     def _timed_out(self) -> list[Chunk]:
-        chunks = self._close_step()
-        chunks.append(
-            {
-                "type": "error",
-                "errorText": "The stream ended before the run; load the conversation again.",
-            }
-        )
-        chunks.append({"type": "finish", "finishReason": "other"})
         self.finished = True
-        return chunks
+        late = "The stream ended before the run; load the conversation again."
+        finish = {"type": "finish", "finishReason": "other"}
+        return [*self._close_step(), {"type": "error", "errorText": late}, finish]

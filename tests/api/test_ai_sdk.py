@@ -203,8 +203,12 @@ def test_a_token_authenticates_and_other_users_get_404(user, other_user, demo_co
 
 
 # The stream of a real run ------------------------------------------------------------------
+# The loop runs in the endpoint's thread while the test reads the stream: on
+# SQLite's shared in-memory test database a read beside a write fails with
+# "table is locked" at once, so these need PostgreSQL (a file database waits).
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_run_with_tool_calls_streams_every_step(api, demo_conversation):
     earlier = user_message("ignored: the stored history counts", id="old")
@@ -246,6 +250,7 @@ def test_a_run_with_tool_calls_streams_every_step(api, demo_conversation):
     assert history[1]["parts"][-1] == {"type": "text", "text": text, "state": "done"}
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_under_asgi_the_same_stream_comes_from_an_async_generator(user, demo_conversation):
     client = AsyncClient()
@@ -276,6 +281,23 @@ def follow(conversation, profile, content="hi"):
 
 def delta(run, kind, seq, **data):
     return events.LiveEvent(str(run.pk), kind, {"seq": seq, **data})
+
+
+@pytest.mark.parametrize(
+    "transport",
+    # ASGI reads in a pool thread: it sees committed rows only.
+    ["wsgi", pytest.param("asgi", marks=pytest.mark.django_db(transaction=True))],
+)
+def test_a_finished_run_streams_whole_under_either_transport(demo_conversation, profile, transport):
+    run, stream = follow(demo_conversation, profile, content=QUESTION)
+    execute_run(run=run)  # the demo model: two calls, then the answer
+
+    async def read_async():
+        return b"".join([chunk async for chunk in stream.iter_async()])
+
+    raw = b"".join(stream.iter_sync()) if transport == "wsgi" else async_to_sync(read_async)()
+    assert [c["type"] for c in parse(raw)] == TOOL_RUN
+    assert stream.subscription.closed
 
 
 def test_deltas_stream_and_the_stored_rows_complete_them(demo_conversation, profile):

@@ -35,6 +35,18 @@ OPERATIONS = {
         "504",
     },
     ("/api/conversations/{conversation_id}/runs/", "get"): {"200", "400", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/chat/", "get"): {"200", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/chat/", "post"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "429",
+        "503",
+    },
     ("/api/conversations/{conversation_id}/export/", "get"): {
         "200",
         "400",
@@ -111,7 +123,10 @@ WITHOUT_BODY = {
     ("/api/tool-calls/{tool_call_id}/approve/", "post"),
     ("/api/conversations/{conversation_id}/regenerate/", "post"),
 }
-DOWNLOADS = {("/api/export/", "get", "200"): "application/jsonl"}
+DOWNLOADS = {
+    ("/api/export/", "get", "200"): "application/jsonl",
+    ("/api/conversations/{conversation_id}/chat/", "post", "200"): "text/event-stream",
+}
 """Answers that are files, not JSON: their media type."""
 """Unsafe operations that take no request body."""
 
