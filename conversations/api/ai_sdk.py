@@ -12,12 +12,11 @@ message stream (``ai_sdk_stream``). ``GET`` returns the stored history as
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connections
+from django.db import transaction
 from django.http import Http404, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
@@ -29,18 +28,11 @@ from rest_framework.response import Response
 from conversations import events, selectors
 from conversations.conf import app_settings
 from conversations.models import Conversation, Message, Run, ToolCall
-from conversations.providers.base import ChatProvider
-from conversations.services import (
-    build_provider,
-    execute_run,
-    start_run,
-    submit_message,
-    uses_workers,
-)
+from conversations.services import submit_message, uses_workers
 from conversations.services.budgets import ensure_within_budgets
-from conversations.services.runs import resolve_profile
 
-from .ai_sdk_stream import HEADERS, ChatStream, run_message_id, thinking_texts
+from .ai_sdk_chunks import HEADERS, run_message_id, thinking_texts
+from .ai_sdk_stream import ChatStream
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_item, json_pointer
 from .schema import NamedChoiceField, document
@@ -174,48 +166,25 @@ def chat_content(data: Any) -> str:
 # Starting the run ---------------------------------------------------------------------------
 
 
-def _close(provider: ChatProvider) -> None:
-    close = getattr(provider, "close", None)
-    if callable(close):
-        close()
-
-
-def _execute(run: Run, provider: ChatProvider) -> None:
-    """The inline executor's background thread: the loop, then this thread's connections."""
-    try:
-        execute_run(run=run, provider=provider)
-    except Exception:  # recorded on the run by the loop; the stream reports it
-        logger.exception("run %s failed", run.pk)
-    finally:
-        _close(provider)
-        connections.close_all()
-
-
 def start_chat_run(*, conversation: Conversation, content: str) -> tuple[Run, events.Subscription]:
     """Store the user message, start its run and subscribe to it; the run goes on without us.
 
-    ``inline``: the loop runs in a thread of this process, started only once
-    the subscription exists, so no delta is missed. ``celery``: the run is
-    queued as the messages endpoint queues it; what a worker streamed before
-    the subscription is in the in-flight snapshot. Configuration errors and a
-    busy conversation raise before anything is stored, as there.
+    The run is started as the messages endpoint starts it with a stream (in a
+    thread of this process with the ``inline`` executor, queued for a worker
+    with ``celery``), inside a transaction that also opens the subscription:
+    the thread starts, or the worker hears of the run, only once that commits,
+    so no delta is published before someone listens. Configuration errors and
+    a busy conversation raise before anything is stored, as there.
     """
-    if uses_workers():
-        run = submit_message(conversation=conversation, content=content)
-        return run, events.subscribe(run.pk)
-    profile = resolve_profile(conversation=conversation, profile=None, provider=None)
-    assert profile is not None  # resolve_profile raises when there is none
-    provider = build_provider(profile)
+    subscription = None
     try:
-        run = start_run(conversation=conversation, content=content, profile=profile)
+        with transaction.atomic():
+            run = submit_message(conversation=conversation, content=content, background=True)
+            subscription = events.subscribe(run.pk)
     except BaseException:
-        _close(provider)
+        if subscription is not None:
+            subscription.close()
         raise
-    subscription = events.subscribe(run.pk)
-    thread = threading.Thread(
-        target=_execute, args=(run, provider), name=f"conversations-run-{run.pk}", daemon=True
-    )
-    thread.start()
     return run, subscription
 
 

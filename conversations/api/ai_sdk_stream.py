@@ -10,7 +10,7 @@ streamed, supplies) its step's text, and its calls become
 ``tool-output-available`` (``tool-output-error`` when it reports a failure).
 
 The whole run is one assistant UI message, one step per model call, whose id
-is :func:`run_message_id` (the stored messages do not exist yet when the
+is ``run-<run id>`` (the stored messages do not exist yet when the
 stream starts); ``GET .../chat/`` groups the stored rows under the same id.
 
 Rows are read when the loop says it committed some (``changed``) and, as a
@@ -21,34 +21,31 @@ thread only for each read.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from conversations import events, selectors
-from conversations.exceptions import BudgetExceeded, ConversationsError, ProviderError
 from conversations.models import BUSY_RUN_STATUSES, Message, Run, ToolApproval, ToolCall
 
+from .ai_sdk_chunks import (
+    DONE,
+    FAILED_STATUSES,
+    Chunk,
+    encode,
+    error_text,
+    finish_reason,
+    run_message_id,
+    thinking_texts,
+)
 from .stream_slots import release_connections
 
-__all__ = [
-    "HEADERS",
-    "KEEPALIVE_SECONDS",
-    "MAX_STREAM_SECONDS",
-    "POLL_SECONDS",
-    "ChatStream",
-    "encode",
-    "finish_reason",
-    "run_message_id",
-    "thinking_texts",
-]
+__all__ = ["KEEPALIVE_SECONDS", "MAX_STREAM_SECONDS", "POLL_SECONDS", "ChatStream"]
 
 logger = logging.getLogger("conversations.api")
 
@@ -58,79 +55,6 @@ KEEPALIVE_SECONDS = 15.0
 """A comment line after this much silence keeps proxies from closing the connection."""
 MAX_STREAM_SECONDS = 3600.0
 """A response lasts at most this long; the history (``GET``) has whatever came after."""
-HEADERS = {
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-    "x-vercel-ai-ui-message-stream": "v1",
-}
-"""The headers of the UI message stream (besides its content type)."""
-
-_ERROR_STATUSES = (Run.Status.FAILED, Run.Status.INTERRUPTED, Run.Status.BUDGET_EXHAUSTED)
-_FINISH_REASONS = {"length": "length", "content_filter": "content-filter"}
-
-Chunk = dict[str, Any]
-
-
-def run_message_id(run_id: UUID | str) -> str:
-    """The id of the assistant UI message that shows everything run ``run_id`` answered."""
-    return f"run-{run_id}"
-
-
-def encode(chunks: list[Chunk]) -> bytes:
-    """Chunks as Server-Sent Events: one ``data:`` line each (JSON has no raw newline)."""
-    return b"".join(
-        f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
-        for chunk in chunks
-    )
-
-
-DONE = b"data: [DONE]\n\n"
-
-
-def finish_reason(status: str, last_finish_reason: str = "") -> str:
-    """The ``finish`` chunk's reason for a run that ended with ``status``."""
-    if status == Run.Status.COMPLETED:
-        return _FINISH_REASONS.get(last_finish_reason, "stop")
-    if status == Run.Status.AWAITING_APPROVAL:
-        return "tool-calls"
-    if status in _ERROR_STATUSES:
-        return "error"
-    return "other"  # max_iterations, cancelled
-
-
-def thinking_texts(message: Message) -> list[str]:
-    """The reasoning texts stored with an assistant message (Anthropic's thinking blocks)."""
-    ours = message.provider_metadata.get("anthropic") if message.provider_metadata else None
-    blocks = ours.get("thinking_blocks") if isinstance(ours, dict) else None
-    if not isinstance(blocks, list):
-        return []
-    return [
-        block["thinking"]
-        for block in blocks
-        if isinstance(block, dict) and isinstance(block.get("thinking"), str) and block["thinking"]
-    ]
-
-
-def _code_of(classes: tuple[type[ConversationsError], ...], code: str) -> bool:
-    pending: list[type[ConversationsError]] = list(classes)
-    while pending:
-        cls = pending.pop()
-        if cls.code == code:
-            return True
-        pending.extend(cls.__subclasses__())
-    return False
-
-
-def error_text(status: str, code: str, message: str) -> str:
-    """What the ``error`` chunk says about a run that ended badly.
-
-    The stored message is shown only for a provider's or a budget's error
-    (the messages endpoint answers those with it too); anything else (an
-    unexpected exception, the server's configuration) gets a fixed sentence.
-    """
-    if message and _code_of((ProviderError, BudgetExceeded), code):
-        return f"{message} ({code})"
-    return f"The run ended {status} ({code or 'internal_error'})."
 
 
 @dataclass
@@ -175,6 +99,7 @@ class ChatStream:
         self._aliases: dict[str, str] = {}
         self._message_ids: list[int] = []
         self._last_finish_reason = ""
+        self._quiet = False
         for message in selectors.run_messages(run=run):
             if message.role == Message.Role.USER:
                 self._after = max(self._after, message.position)
@@ -196,21 +121,24 @@ class ChatStream:
         return chunks + self.poll()
 
     def on_event(self, event: events.LiveEvent) -> list[Chunk]:
-        """The chunks one published event adds."""
+        """The chunks one published event adds.
+
+        Once a read of the rows showed an assistant message, deltas are
+        dropped until the next ``changed``: the ones still queued were
+        published before that message was stored (they belong to it), and
+        the next answer's deltas always follow a ``changed`` of its own.
+        """
         if event.type not in events.DELTA_TYPES:
+            self._quiet = False
             return self.poll()  # "changed", or anything else: look at the rows
         seq = event.data.get("seq")
         if isinstance(seq, int) and not isinstance(seq, bool):
             if seq <= self._last_seq:
                 return []
             self._last_seq = seq
-        chunks: list[Chunk] = []
-        if self._step is not None and self._step.stored:
-            # A new model call while the last one's rows were not read yet.
-            chunks += self.poll()
-        if self.finished:
-            return chunks
-        return chunks + self._delta(event.type, event.data)
+        if self._quiet or self.finished:
+            return []
+        return self._delta(event.type, event.data)
 
     def poll(self) -> list[Chunk]:
         """The chunks of the rows stored since the last read; the end once the run ended."""
@@ -319,6 +247,7 @@ class ChatStream:
 
     def _stored(self, message: Message) -> list[Chunk]:
         if message.role == Message.Role.ASSISTANT:
+            self._quiet = True
             self._message_ids.append(message.pk)
             self._last_finish_reason = message.finish_reason
             return self._assistant(message)
@@ -396,7 +325,7 @@ class ChatStream:
         if status == Run.Status.AWAITING_APPROVAL:
             chunks += self._approval_requests()
         chunks += self._close_step()
-        if status in _ERROR_STATUSES or code == "not_found":
+        if status in FAILED_STATUSES or code == "not_found":
             chunks.append({"type": "error", "errorText": error_text(status, code, message)})
         chunks.append(
             {

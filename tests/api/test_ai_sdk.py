@@ -25,13 +25,34 @@ from conversations.exceptions import ProviderError
 from conversations.models import Message, Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import execute_run, start_run
+from conversations.tools import registry, tool
 
 from .conftest import scripted_turn
 
 pytestmark = pytest.mark.django_db
 
 QUESTION = "What's the weather in Leipzig and what time is it?"
-TOOL_RUN = [
+STREAMED_RUN = [
+    "start",
+    "start-step",
+    "tool-input-start",
+    "tool-input-delta",
+    "tool-input-start",
+    "tool-input-delta",
+    "tool-input-available",
+    "tool-input-available",
+    "tool-output-available",
+    "tool-output-available",
+    "finish-step",
+    "start-step",
+    "text-start",
+    "text-delta",
+    "text-end",
+    "finish-step",
+    "finish",
+]
+"""The demo model's run as it happens: deltas first, then what the stored rows add."""
+ROWS_RUN = [
     "start",
     "start-step",
     "tool-input-available",
@@ -46,6 +67,7 @@ TOOL_RUN = [
     "finish-step",
     "finish",
 ]
+"""The same run read from its rows alone (it had ended when the stream started)."""
 
 
 def chat_url(conversation):
@@ -219,7 +241,7 @@ def test_a_run_with_tool_calls_streams_every_step(api, demo_conversation):
     assert response["Content-Type"] == "text/event-stream"
     assert response["x-vercel-ai-ui-message-stream"] == "v1"
     chunks = chunks_of(response)
-    assert [c["type"] for c in chunks] == TOOL_RUN
+    assert [c["type"] for c in chunks] == STREAMED_RUN
 
     run = Run.objects.get()
     assert run.status == Run.Status.COMPLETED
@@ -264,7 +286,7 @@ def test_under_asgi_the_same_stream_comes_from_an_async_generator(user, demo_con
         assert response.is_async
         return b"".join([chunk async for chunk in response.streaming_content])
 
-    assert [c["type"] for c in parse(async_to_sync(post)())] == TOOL_RUN
+    assert [c["type"] for c in parse(async_to_sync(post)())] == STREAMED_RUN
     assert Run.objects.get().status == Run.Status.COMPLETED
 
 
@@ -296,7 +318,7 @@ def test_a_finished_run_streams_whole_under_either_transport(demo_conversation, 
         return b"".join([chunk async for chunk in stream.iter_async()])
 
     raw = b"".join(stream.iter_sync()) if transport == "wsgi" else async_to_sync(read_async)()
-    assert [c["type"] for c in parse(raw)] == TOOL_RUN
+    assert [c["type"] for c in parse(raw)] == ROWS_RUN
     assert stream.subscription.closed
 
 
@@ -353,6 +375,52 @@ def test_deltas_stream_and_the_stored_rows_complete_them(demo_conversation, prof
     assert rest[3]["toolCallId"] == "c1" and "Paris" in rest[3]["output"]
     assert rest[7] == {"type": "text-delta", "id": "text-2", "delta": "Done."}
     assert stream.finished and stream.poll() == []
+
+
+@pytest.mark.django_db(transaction=True)  # "changed" is published when a write commits
+def test_deltas_of_an_answer_already_read_from_the_rows_are_dropped(demo_conversation, profile):
+    run, stream = follow(demo_conversation, profile)
+    shown = stream.opening()
+
+    def drain():
+        chunks = []
+        while (event := stream.subscription.get(0)) is not None:
+            chunks += stream.on_event(event)
+        return chunks
+
+    with registry.isolated() as tools:
+
+        @tool(registry=tools)
+        def peek(label: str) -> str:
+            """Reads the stream while the turn that called it is stored but unanswered."""
+            # The rows first: the turn's deltas are still queued behind them.
+            shown.extend(stream.poll())
+            shown.extend(drain())
+            return label
+
+        call = ToolCall(id="c1", name="peek", arguments={"label": "x"})
+        provider = ScriptedProvider(
+            [scripted_calls(call, content="Looking"), scripted_text("Seen.")]
+        )
+        execute_run(run=run, provider=provider)
+    shown += drain()
+    assert [c["type"] for c in shown] == [
+        "start",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "tool-input-available",
+        "tool-output-available",
+        "finish-step",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish-step",
+        "finish",
+    ]
+    assert [c["delta"] for c in shown if c["type"] == "text-delta"] == ["Looking", "Seen."]
 
 
 def test_a_call_streamed_under_another_id_keeps_that_id(demo_conversation, profile):
