@@ -20,6 +20,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from conversations.models import Run
+from tests.conftest import TEST_REDIS_DB
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -58,10 +59,20 @@ def use_chat(node, base_url, conversation, token, text):
     return json.loads(done.stdout)
 
 
+@pytest.mark.parametrize("executor", ["inline", "celery"])
 def test_the_ai_sdk_reads_the_stream_and_validates_the_history(
-    node, uvicorn, token, demo_conversation
+    executor, node, uvicorn, workers, token, demo_conversation
 ):
-    server, base_url = uvicorn()
+    env = {}
+    if executor == "celery":
+        # The worker's deltas and "changed" reach the web process over Redis.
+        env = {
+            "CONVERSATIONS_EXECUTOR": "celery",
+            "CONVERSATIONS_EVENTS_URL": f"redis://127.0.0.1:6379/{TEST_REDIS_DB}?prefix=ai-sdk",
+            "DJANGO_CACHE_URL": f"redis://127.0.0.1:6379/{TEST_REDIS_DB}",
+        }
+        workers(**env)
+    server, base_url = uvicorn(**env)
     result = use_chat(node, base_url, demo_conversation, token, QUESTION)
     assert result["errors"] == []
 
