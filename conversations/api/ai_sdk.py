@@ -11,7 +11,6 @@ message stream (``ai_sdk_stream``). ``GET`` returns the stored history as
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,8 +41,6 @@ from .throttling import MessageRateThrottle
 from .views import AUTH_ERRORS, ERR_404, ERR_409, _error, run_answer
 
 __all__ = ["ChatView", "chat_content", "start_chat_run", "ui_messages"]
-
-logger = logging.getLogger("conversations.api")
 
 _ROLES = ("system", "user", "assistant")
 

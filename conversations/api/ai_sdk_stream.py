@@ -21,11 +21,11 @@ thread only for each read.
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -47,7 +47,7 @@ from .stream_slots import release_connections
 
 __all__ = ["KEEPALIVE_SECONDS", "MAX_STREAM_SECONDS", "POLL_SECONDS", "ChatStream"]
 
-logger = logging.getLogger("conversations.api")
+_T = TypeVar("_T")
 
 POLL_SECONDS = 0.5
 """How often the stored rows are read when no ``changed`` event arrives."""
@@ -100,6 +100,8 @@ class ChatStream:
         self._message_ids: list[int] = []
         self._last_finish_reason = ""
         self._quiet = False
+        self._done = False
+        self._started = self._last_write = time.monotonic()
         for message in selectors.run_messages(run=run):
             if message.role == Message.Role.USER:
                 self._after = max(self._after, message.position)
@@ -364,57 +366,55 @@ class ChatStream:
     def iter_sync(self) -> Iterator[bytes]:
         """The stream for WSGI: waits for events in the request thread."""
         try:
-            yield encode(self.opening())
-            release_connections()
-            started = last_write = time.monotonic()
-            while not self.finished:
-                if time.monotonic() - started > self.max_seconds:
-                    yield encode(self._timed_out())
-                    break
-                event = self.subscription.get(self.poll_seconds)
-                chunks = self.on_event(event) if event is not None else self.poll()
+            frame: bytes | None = self._frame(self.opening())
+            while frame is not None:
                 release_connections()
-                if chunks:
-                    yield encode(chunks)
-                    last_write = time.monotonic()
-                elif time.monotonic() - last_write >= self.keepalive_seconds:
-                    yield b": keep-alive\n\n"
-                    last_write = time.monotonic()
-            yield DONE
+                if frame:
+                    yield frame
+                frame = self._next(self.subscription.get(self.poll_seconds))
         finally:
             self.subscription.close()
 
     async def iter_async(self) -> AsyncIterator[bytes]:
         """The stream for ASGI: waits on the event loop, reads rows in the shared pool."""
-        step = sync_to_async(self._step_and_close, thread_sensitive=False)
+        read = sync_to_async(self._read_and_close, thread_sensitive=False)
         try:
-            yield encode(await step(None, first=True))
-            started = last_write = time.monotonic()
-            while not self.finished:
-                if time.monotonic() - started > self.max_seconds:
-                    yield encode(self._timed_out())
-                    break
+            frame: bytes | None = self._frame(await read(self.opening))
+            while frame is not None:
+                if frame:
+                    yield frame
                 event = await self.subscription.aget(self.poll_seconds)
-                chunks = await step(event)
-                if chunks:
-                    yield encode(chunks)
-                    last_write = time.monotonic()
-                elif time.monotonic() - last_write >= self.keepalive_seconds:
-                    yield b": keep-alive\n\n"
-                    last_write = time.monotonic()
-            yield DONE
+                frame = await read(partial(self._next, event))
         finally:
             self.subscription.close()
 
-    def _step_and_close(
-        self, event: events.LiveEvent | None, *, first: bool = False
-    ) -> list[Chunk]:
+    def _next(self, event: events.LiveEvent | None) -> bytes | None:
+        """What to send after a wait (``b""``: nothing yet); ``None`` once ``[DONE]`` was sent."""
+        if self._done:
+            return None
+        if self.finished:
+            self._done = True
+            return DONE
+        if time.monotonic() - self._started > self.max_seconds:
+            return self._frame(self._timed_out())
+        return self._frame(self.on_event(event) if event is not None else self.poll())
+
+    def _frame(self, chunks: list[Chunk]) -> bytes:
+        """The chunks on the wire; a keep-alive comment after a long silence."""
+        now = time.monotonic()
+        if chunks:
+            self._last_write = now
+            return encode(chunks)
+        if now - self._last_write >= self.keepalive_seconds:
+            self._last_write = now
+            return b": keep-alive\n\n"
+        return b""
+
+    def _read_and_close(self, read: Callable[[], _T]) -> _T:
         # Each read is treated like a request: CONN_MAX_AGE decides whether the
         # pool thread keeps its connection, and a broken one is dropped.
         try:
-            if first:
-                return self.opening()
-            return self.on_event(event) if event is not None else self.poll()
+            return read()
         finally:
             close_old_connections()
 

@@ -541,3 +541,24 @@ def test_a_failed_call_is_an_output_error_part(api, demo_conversation):
     assert part["state"] == "output-error"
     assert part["errorText"] == 'Error: unknown tool "no_such_tool"'
     assert "output" not in part
+
+
+def test_a_quiet_stream_sends_keep_alives_then_ends_with_its_run(demo_conversation, profile):
+    run, stream = follow(demo_conversation, profile)
+    stream.keepalive_seconds, stream.poll_seconds = 0, 0.01
+    frames = stream.iter_sync()
+    assert [c["type"] for c in parse(next(frames) + b"data: [DONE]\n\n")] == ["start"]
+    assert next(frames) == b": keep-alive\n\n"
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
+    rest = b"".join(frames)
+    assert [c["type"] for c in parse(rest)] == ["finish"]
+    assert stream.subscription.closed
+
+
+def test_a_stream_outliving_its_limit_says_so_and_ends(demo_conversation, profile):
+    run, stream = follow(demo_conversation, profile)
+    stream.max_seconds, stream.poll_seconds = 0, 0.01
+    chunks = parse(b"".join(stream.iter_sync()))
+    assert [c["type"] for c in chunks] == ["start", "error", "finish"]
+    assert chunks[1]["errorText"] == "The stream ended before the run; load the conversation again."
+    assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING  # the run is not touched
