@@ -28,6 +28,7 @@ from conversations.domain import (
 from conversations.exceptions import ProviderResponseError
 from conversations.models import Message, ModelCall, Run
 from conversations.models import ToolCall as ToolCallRow
+from conversations.providers.base import ChatProvider
 from conversations.providers.options import CompletionOptions
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import history_for_provider
@@ -404,18 +405,33 @@ def test_a_stream_that_ends_without_its_answer_fails_the_run(user, profile, tool
     assert not Message.objects.filter(run=run, role="assistant").exists()
 
 
-def test_a_provider_without_stream_answers_whole_with_streaming_on(user, profile, tools):
-    class WholeOnly:
-        provider_name = "whole"
+class WholeOnly:
+    """Answers whole: no stream() at all."""
 
-        def __init__(self) -> None:
-            self.scripted = ScriptedProvider([scripted_text("All at once.")])
+    provider_name = "whole"
 
-        def complete(self, messages, *, tools=(), options):
-            return self.scripted.complete(messages, tools=tools, options=options)
+    def __init__(self) -> None:
+        self.scripted = ScriptedProvider([scripted_text("All at once.")])
 
+    def complete(self, messages, *, tools=(), options):
+        return self.scripted.complete(messages, tools=tools, options=options)
+
+
+class StubStream(WholeOnly, ChatProvider):
+    """Names the protocol as its base, so it inherits its stream() stub."""
+
+
+class HooksMissing(WholeOnly):
+    """Like an HTTP adapter whose streaming hooks are not written."""
+
+    def stream(self, messages, *, tools=(), options):
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("kind", [WholeOnly, StubStream, HooksMissing])
+def test_a_provider_that_cannot_stream_answers_whole_with_streaming_on(user, profile, tools, kind):
     assert profile.stream
-    provider = WholeOnly()
+    provider = kind()
     run = _start(user, profile, provider)
     with events.subscribe(run.pk) as subscription:
         ended = execute_run(run=run, provider=provider)
