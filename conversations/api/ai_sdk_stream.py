@@ -14,7 +14,9 @@ is ``run-<run id>`` (the stored messages do not exist yet when the
 stream starts); ``GET .../chat/`` groups the stored rows under the same id.
 
 Rows are read when the loop says it committed some (``changed``) and, as a
-fallback, every :data:`POLL_SECONDS`. Under WSGI the stream waits in its
+fallback, as often as the run event stream reads them (every half second
+with the in-process bus, every five seconds with a bus between processes,
+which announces every commit). Under WSGI the stream waits in its
 request thread; under ASGI it waits on the event loop and borrows a pool
 thread only for each read.
 """
@@ -43,14 +45,13 @@ from .ai_sdk_chunks import (
     run_message_id,
     thinking_texts,
 )
+from .event_stream import FALLBACK_POLL_SECONDS, POLL_SECONDS
 from .stream_slots import release_connections
 
-__all__ = ["KEEPALIVE_SECONDS", "MAX_STREAM_SECONDS", "POLL_SECONDS", "ChatStream"]
+__all__ = ["KEEPALIVE_SECONDS", "MAX_STREAM_SECONDS", "ChatStream"]
 
 _T = TypeVar("_T")
 
-POLL_SECONDS = 0.5
-"""How often the stored rows are read when no ``changed`` event arrives."""
 KEEPALIVE_SECONDS = 15.0
 """A comment line after this much silence keeps proxies from closing the connection."""
 MAX_STREAM_SECONDS = 3600.0
@@ -83,7 +84,8 @@ class _Step:
 class ChatStream:
     """The chunks of one run, from its deltas and its stored rows."""
 
-    poll_seconds = POLL_SECONDS
+    poll_seconds: float | None = None
+    """Seconds between two reads of the rows when nothing is announced (``None``: the default)."""
     keepalive_seconds = KEEPALIVE_SECONDS
     max_seconds = MAX_STREAM_SECONDS
 
@@ -371,7 +373,7 @@ class ChatStream:
                 release_connections()
                 if frame:
                     yield frame
-                frame = self._next(self.subscription.get(self.poll_seconds))
+                frame = self._next(self.subscription.get(self._wait()))
         finally:
             self.subscription.close()
 
@@ -383,10 +385,15 @@ class ChatStream:
             while frame is not None:
                 if frame:
                     yield frame
-                event = await self.subscription.aget(self.poll_seconds)
+                event = await self.subscription.aget(self._wait())
                 frame = await read(partial(self._next, event))
         finally:
             self.subscription.close()
+
+    def _wait(self) -> float:
+        if self.poll_seconds is not None:
+            return self.poll_seconds
+        return FALLBACK_POLL_SECONDS if events.backend().spans_processes else POLL_SECONDS
 
     def _next(self, event: events.LiveEvent | None) -> bytes | None:
         """What to send after a wait (``b""``: nothing yet); ``None`` once ``[DONE]`` was sent."""
