@@ -26,8 +26,9 @@ from rest_framework.response import Response
 
 from conversations import events, selectors
 from conversations.conf import app_settings
+from conversations.exceptions import ExecutorUnavailable
 from conversations.models import Conversation, Message, Run, ToolCall
-from conversations.services import submit_message, uses_workers
+from conversations.services import submit_message
 from conversations.services.budgets import ensure_within_budgets
 
 from .ai_sdk_chunks import HEADERS, run_message_id, thinking_texts
@@ -354,7 +355,7 @@ class ChatView(ConversationsAPIView):
         except BaseException:
             release_stream_slot(slot)
             raise
-        if run.status == Run.Status.FAILED and uses_workers():  # the queue refused it
+        if run.error_code == ExecutorUnavailable.code:  # the task queue refused it
             subscription.close()
             release_stream_slot(slot)
             try:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
@@ -111,3 +112,18 @@ def test_the_ai_sdk_reads_the_stream_and_validates_the_history(
     assert [m["role"] for m in chat["messages"]] == ["user", "assistant"]
     assert chat["messages"][1] == history[3]
     assert "Warning" not in server.output()
+
+
+def test_a_queue_that_refuses_the_run_answers_json(uvicorn, token, demo_conversation):
+    _, base_url = uvicorn(
+        CONVERSATIONS_EXECUTOR="celery", CELERY_BROKER_URL="redis://127.0.0.1:9/0"
+    )
+    url = f"{base_url}/api/conversations/{demo_conversation.pk}/chat/"
+    body = {"messages": [{"id": "m", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
+    response = httpx.post(
+        url, json=body, headers={"Authorization": f"Token {token.key}"}, timeout=60
+    )
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["code"] == "executor_unavailable"
+    assert response.json()["run"]["status"] == "failed"
