@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path, register_converter
 
-from . import approvals, branches, data, docs, events, fallback, search, usage, views
+from . import ai_sdk, approvals, branches, data, docs, events, fallback, search, usage, views
 from .converters import RowIdConverter
 
 # Named after the app: converter names are global to the whole project.
@@ -26,6 +26,11 @@ urlpatterns = [
         "conversations/<uuid:conversation_id>/messages/",
         views.ConversationMessagesView.as_view(),
         name="conversation-messages",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/chat/",
+        ai_sdk.ChatView.as_view(),
+        name="conversation-chat",
     ),
     path(
         "conversations/<uuid:conversation_id>/runs/",

@@ -22,6 +22,8 @@ ENDPOINTS = [
     ("post", "conversation-messages", "conversation"),
     ("get", "conversation-runs", "conversation"),
     ("get", "conversation-export", "conversation"),
+    ("get", "conversation-chat", "conversation"),
+    ("post", "conversation-chat", "conversation"),
     ("get", "run-detail", "run"),
     ("get", "tool-list", None),
     ("get", "profile-list", None),
@@ -34,6 +36,11 @@ BODIES = {
     ("post", "conversation-import"): {"messages": [{"role": "user", "content": "hi"}]},
     ("patch", "conversation-detail"): {"title": "mine now"},
     ("post", "conversation-messages"): {"content": "Weather in Paris?"},
+    ("post", "conversation-chat"): {
+        "id": "chat",
+        "messages": [{"id": "m", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}],
+        "trigger": "submit-message",
+    },
 }
 
 

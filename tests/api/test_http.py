@@ -38,7 +38,7 @@ def own_ids(history, demo_conversation) -> dict[str, str]:
 
 
 def test_the_routes_cover_the_whole_api():
-    assert len(ROUTES) == 23
+    assert len(ROUTES) == 24
     assert {p.name for p in ROUTES} >= {"conversation-list", "conversation-import", "docs"}
 
 

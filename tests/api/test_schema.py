@@ -36,6 +36,18 @@ OPERATIONS = {
         "504",
     },
     ("/api/conversations/{conversation_id}/runs/", "get"): {"200", "400", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/chat/", "get"): {"200", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/chat/", "post"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "429",
+        "503",
+    },
     ("/api/conversations/{conversation_id}/export/", "get"): {
         "200",
         "400",
@@ -115,6 +127,7 @@ WITHOUT_BODY = {
 DOWNLOADS = {
     ("/api/export/", "get", "200"): "application/jsonl",
     ("/api/conversations/{conversation_id}/messages/", "post", "200"): "text/event-stream",
+    ("/api/conversations/{conversation_id}/chat/", "post", "200"): "text/event-stream",
 }
 """Answers that are files or streams, not JSON: their media type."""
 """Unsafe operations that take no request body."""
