@@ -41,6 +41,7 @@ from .serializers import (
     ProfileSerializer,
     QueuedRunSerializer,
     RunFailureSerializer,
+    RunListQuerySerializer,
     RunSerializer,
     ToolSerializer,
 )
@@ -347,6 +348,8 @@ class ConversationRunsView(ConversationsAPIView):
     @document(
         operation_id="conversations_runs_list",
         summary="List the runs of a conversation",
+        description="Newest first; `status` keeps only runs that ended (or are) so.",
+        parameters=[RunListQuerySerializer],
         responses={
             200: RunSerializer(many=True),
             400: ERR_400_LIST,
@@ -357,7 +360,11 @@ class ConversationRunsView(ConversationsAPIView):
     )
     def get(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
-        runs = selectors.runs_with_calls(runs=conversation.runs.all())
+        query = self.query(RunListQuerySerializer)
+        runs = conversation.runs.all()
+        if query.get("status"):
+            runs = runs.filter(status__in=query["status"])
+        runs = selectors.runs_with_calls(runs=runs)
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(RunSerializer(page, many=True).data)
 
