@@ -860,11 +860,11 @@
     if (run.status === "cancelled") {
       return; // asked for: the note in the transcript says it
     }
-    let detail = `The run ended with status “${run.status}”`;
-    if (run.error_code) {
-      detail += ` (${run.error_code})`;
-    }
-    showError({ detail: run.error_message ? `${detail}: ${run.error_message}` : `${detail}.` });
+    // Worded as the API's error answer of a failed run: its message, then [its code].
+    showError({
+      detail: run.error_message || `The run ended with status “${run.status}”.`,
+      code: run.error_code || "",
+    });
   }
 
   /** The open conversation, or a new one (titled after the message) for a draft. */
