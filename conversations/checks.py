@@ -127,7 +127,33 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="conversations.E011",
             )
         )
+    messages.extend(_check_events_url(conf.EVENTS_URL))
     return messages
+
+
+def _check_events_url(url: object) -> list[CheckMessage]:
+    """``EVENTS_URL`` must name a transport whose client is installed."""
+    from .events import transport_of
+
+    try:
+        kind = transport_of(url)
+    except ValueError as exc:
+        return [
+            Error(
+                f"CONVERSATIONS['EVENTS_URL'] {exc}.",
+                hint="docs/scaling.md explains when processes need a shared transport.",
+                id="conversations.E012",
+            )
+        ]
+    if kind == "redis" and importlib.util.find_spec("redis") is None:
+        return [
+            Error(
+                "CONVERSATIONS['EVENTS_URL'] is a Redis URL but redis-py is not installed.",
+                hint="pip install 'django-llm-conversations[redis]' (Celery's Redis extra has it).",
+                id="conversations.E013",
+            )
+        ]
+    return []
 
 
 @register()

@@ -67,6 +67,9 @@ class ConversationsSettings:
     MAX_JSON_DEPTH: int = 64
     """Deepest nesting accepted in a request body or in tool arguments; deeper provider
     arguments are kept as raw text and never executed."""
+    EVENTS_URL: str = ""
+    """How live events of runs travel between processes: empty (in-process only),
+    a Redis URL (``redis://host:6379/0``) or ``postgres`` (LISTEN/NOTIFY on the default database)."""
     MCP_SERVER_PROFILE: str | None = None
     """Slug of the profile whose tools ``/mcp/`` serves (``None``: the endpoint answers 404)."""
 

@@ -143,6 +143,20 @@ if os.environ.get("CONVERSATIONS_RUN_LEASE_SECONDS"):
     CONVERSATIONS["RUN_LEASE_SECONDS"] = int(os.environ["CONVERSATIONS_RUN_LEASE_SECONDS"])
 if os.environ.get("CONVERSATIONS_MAX_STREAMS_PER_USER"):
     CONVERSATIONS["MAX_STREAMS_PER_USER"] = int(os.environ["CONVERSATIONS_MAX_STREAMS_PER_USER"])
+if os.environ.get("CONVERSATIONS_EVENTS_URL"):
+    CONVERSATIONS["EVENTS_URL"] = os.environ["CONVERSATIONS_EVENTS_URL"]
+
+# Web processes and workers share the stream slots and the in-flight answer of
+# a streaming run through the cache: with more than one process, point them all
+# at one Redis (DJANGO_CACHE_URL=redis://127.0.0.1:6379/1); the default is each
+# process's own memory.
+if os.environ.get("DJANGO_CACHE_URL"):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ["DJANGO_CACHE_URL"],
+        }
+    }
 
 # Celery (used when CONVERSATIONS["EXECUTOR"] is "celery"; see project/celery.py
 # and docs/scaling.md). Tasks are acknowledged after they ran, so a message

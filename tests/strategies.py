@@ -7,7 +7,9 @@ specialises the shared strategy instead of copying it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
@@ -197,3 +199,85 @@ def import_bodies(
         st.text(max_size=20) if titles is None else titles,
         histories() if history is None else history,
     )
+
+
+
+# Model answers, for the streaming property tests -----------------------------------
+
+# Characters a stream carries in UTF-8 and the store keeps: any plane, no NUL, no lone surrogate.
+answer_characters = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
+answer_text = st.text(answer_characters, max_size=40)
+
+
+@dataclass(frozen=True)
+class AnswerCall:
+    """One call of an :class:`Answer`: ``arguments`` is the wire text, ``value`` its object."""
+
+    id: str
+    name: str
+    arguments: str
+    value: dict[str, Any]
+    """The decoded arguments (``{}`` when the text is empty or not an object)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a model answered, before any vendor's wire shape."""
+
+    text: str
+    reasoning: str
+    calls: tuple[AnswerCall, ...]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    model: str
+
+
+@st.composite
+def answer_calls(
+    draw: st.DrawFn, *, raw: bool = True, max_calls: int = 3
+) -> tuple[AnswerCall, ...]:
+    """Parallel calls with unique ids; with ``raw`` some argument texts are ``""`` or not objects."""
+    short = st.text(answer_characters, min_size=1, max_size=12)
+    values = json_values(json_scalars(answer_text), st.text(answer_characters, max_size=8))
+    calls = []
+    for call_id in draw(st.lists(short, max_size=max_calls, unique=True)):
+        value = draw(argument_objects(st.text(answer_characters, max_size=8), values))
+        text = json.dumps(value, ensure_ascii=draw(st.booleans()))
+        if raw and draw(st.booleans()):
+            text, value = draw(st.sampled_from(["", *RAW_NOT_OBJECTS])), {}
+        calls.append(AnswerCall(call_id, draw(short), text, value))
+    return tuple(calls)
+
+
+@st.composite
+def answers(
+    draw: st.DrawFn,
+    *,
+    raw: bool = True,
+    max_calls: int = 3,
+    finish_reasons: tuple[str, ...] = ("stop", "length"),
+) -> Answer:
+    """An answer: text, reasoning (possibly blank), parallel calls, token counts, model."""
+    calls = draw(answer_calls(raw=raw, max_calls=max_calls))
+    return Answer(
+        text=draw(answer_text),
+        reasoning=draw(answer_text | st.sampled_from(["", " ", "\n\n"])),
+        calls=calls,
+        finish_reason="tool_calls" if calls else draw(st.sampled_from(finish_reasons)),
+        prompt_tokens=draw(st.integers(0, 10**6)),
+        completion_tokens=draw(st.integers(0, 10**6)),
+        model=draw(st.text(answer_characters, min_size=1, max_size=20)),
+    )
+
+
+@st.composite
+def pieces(draw: st.DrawFn, text: str, *, max_pieces: int = 6) -> list[str]:
+    """``text`` cut into consecutive pieces (at least one, possibly empty) that join back to it."""
+    points = sorted(draw(st.lists(st.integers(0, len(text)), max_size=max_pieces - 1)))
+    edges = [0, *points, len(text)]
+    return [text[start:end] for start, end in zip(edges, edges[1:], strict=False)]
+
+
+byte_cuts = st.lists(st.integers(min_value=0), max_size=12)
+"""Where to cut a byte stream (see ``tests.providers.mock_http.cut``)."""

@@ -209,6 +209,7 @@ class ProfileForm(forms.ModelForm):
             "allowed_tools",
             "tool_choice",
             "approval",
+            "stream",
             "is_active",
             "is_default",
         )

@@ -16,7 +16,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-__all__ = ["CREATED_LOCATION", "NamedChoiceField"]
+__all__ = ["CREATED_LOCATION", "EVENT_STREAM", "NamedChoiceField"]
 
 _View = TypeVar("_View", bound=Callable[..., Any])
 
@@ -29,6 +29,9 @@ CREATED_LOCATION = OpenApiParameter(
     description="The URL of what was created (the new conversation, or the run).",
 )
 """The ``Location`` header of the API's 201 and 202 answers, for the schema."""
+
+EVENT_STREAM = "text/event-stream"
+"""The media type of Server-Sent Events (an answer documented beside the JSON ones)."""
 
 
 class NamedChoiceField(serializers.ChoiceField):

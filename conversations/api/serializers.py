@@ -457,6 +457,9 @@ class ProfileSerializer(serializers.Serializer[Any]):
         allow_null=True,
         help_text="Tool names the profile may offer; null means every enabled tool.",
     )
+    stream = serializers.BooleanField(
+        help_text="Whether answers stream (deltas on the run's events) while they are written."
+    )
 
     def get_is_default(self, obj: Profile) -> bool:
         return obj.slug == self.context.get("default_profile")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -26,8 +27,9 @@ from conversations.services.budgets import ensure_within_budgets
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_body, error_item, status_for_code
 from .limits import check_import_values
+from .message_stream import answer_with_events, wants_event_stream
 from .pagination import ConversationPagination, MessagePagination, RunPagination
-from .schema import CREATED_LOCATION, document
+from .schema import CREATED_LOCATION, EVENT_STREAM, document
 from .serializers import (
     ConversationInputSerializer,
     ConversationListQuerySerializer,
@@ -250,6 +252,10 @@ class ConversationMessagesView(ConversationsAPIView):
             return [*super().get_throttles(), MessageRateThrottle()]
         return super().get_throttles()
 
+    def perform_content_negotiation(self, request: Any, force: bool = False) -> Any:
+        # A client asking for the event stream gets JSON for anything but it.
+        return super().perform_content_negotiation(request, force or wants_event_stream(request))
+
     @document(
         operation_id="conversations_messages_list",
         summary="List the messages of a conversation",
@@ -285,12 +291,15 @@ class ConversationMessagesView(ConversationsAPIView):
             "far, the run's `url` (also in `Location`) and its `events` stream "
             "(`GET /runs/{id}/events/`, Server-Sent Events); 503 `executor_unavailable` "
             "when the task queue refused the run.\n\n"
-            "A budget used up during the run ends it `budget_exhausted` (201 with the run)."
+            "A budget used up during the run ends it `budget_exhausted` (201 with the run).\n\n"
+            "`Accept: text/event-stream`: 200 with the run's events (those of "
+            "`GET /runs/{id}/events/`); errors stay JSON, a provider failure is `run_finished`."
         ),
         request=MessageInputSerializer,
         parameters=[CREATED_LOCATION],
         responses={
             201: PostMessageResultSerializer,
+            (200, EVENT_STREAM): OpenApiResponse(OpenApiTypes.STR, description="Run events (SSE)."),
             202: OpenApiResponse(
                 QueuedRunSerializer, description="Queued for a worker (`celery` executor)."
             ),
@@ -317,7 +326,7 @@ class ConversationMessagesView(ConversationsAPIView):
         },
         tags=["messages"],
     )
-    def post(self, request: Request, conversation_id: Any) -> Response:
+    def post(self, request: Request, conversation_id: Any) -> HttpResponseBase:
         conversation = self.get_conversation(conversation_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -325,10 +334,15 @@ class ConversationMessagesView(ConversationsAPIView):
             user=request.user, profile=conversation.profile or selectors.get_default_profile()
         )
         queued = uses_workers()
-        with blame_configuration():
-            run = submit_message(
-                conversation=conversation, content=serializer.validated_data["content"]
-            )
+        content = serializer.validated_data["content"]
+        if wants_event_stream(request):
+            answer = answer_with_events(request, conversation, content)
+            if isinstance(answer, HttpResponseBase):
+                return answer
+            run = answer  # ended before it started: answered as without the header
+        else:
+            with blame_configuration():
+                run = submit_message(conversation=conversation, content=content)
         try:
             run = selectors.run_with_calls(run_id=run.pk)
         except Run.DoesNotExist:

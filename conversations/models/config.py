@@ -190,6 +190,11 @@ class Profile(models.Model):
         help_text="Conversations whose last message is older than this many days are purged "
         "by manage.py purge_conversations; empty = kept forever.",
     )
+    stream = models.BooleanField(
+        default=True,
+        help_text="Stream answers: watchers see the text as it is written (what is stored "
+        "is the same either way).",
+    )
     is_active = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -13,6 +13,11 @@ Two additions make it a stand-in for a real model in tests and benchmarks:
   calls, and a line's arguments may be omitted (``{}``);
 - ``latency`` (the ``latency_seconds`` option of a demo ``Provider`` record)
   makes every answer wait that long, like a remote model would.
+
+:meth:`DemoProvider.stream` shows the answer word by word and each call's
+arguments in a few pieces, pausing ``stream_delay`` seconds before each piece
+(the ``stream_delay_seconds`` option, or the ``CONVERSATIONS_DEMO_STREAM_DELAY``
+environment variable), so the chat page can be watched streaming offline.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from conversations.domain import (
@@ -28,13 +33,14 @@ from conversations.domain import (
     CompletionResponse,
     Role,
     StreamEvent,
+    TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolSpec,
     Usage,
 )
 
 from .base import CompletionOptions, fresh_call_id
-from .streaming import deltas_of
 
 __all__ = ["DemoProvider"]
 
@@ -46,6 +52,9 @@ _WEATHER = re.compile(
 _TIME = re.compile(r"\b(?:time|clock)\b", re.IGNORECASE)
 _TIME_ZONE = re.compile(r"\b([A-Z][a-z]+/[A-Z][A-Za-z_]+)\b")
 _COMMAND = re.compile(r"^\s*/call\s+([a-zA-Z0-9_-]{1,64})\s*(.*?)\s*$", re.MULTILINE)
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+ARGUMENT_PIECES = 3
+"""How many pieces a streamed call's arguments are cut into (at most)."""
 _ARITHMETIC = re.compile(
     r"(?<![\w.])(\(?\s*-?\d[\d.\s]*(?:[-+*/%^]+\s*\(?\s*-?\d[\d.\s]*\)?\s*)+\)?)"
 )
@@ -87,10 +96,21 @@ class DemoProvider:
 
     provider_name = "demo"
 
-    def __init__(self, *, latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        stream_delay: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         if latency < 0:
             raise ValueError("latency must be >= 0 seconds")
+        if stream_delay < 0:
+            raise ValueError("stream_delay must be >= 0 seconds")
         self.latency = latency
+        self.stream_delay = stream_delay
+        """Seconds to pause before each piece of a streamed answer."""
+        self._sleep = sleep
 
     def stream(
         self,
@@ -99,8 +119,13 @@ class DemoProvider:
         tools: Sequence[ToolSpec] = (),
         options: CompletionOptions,
     ) -> Iterator[StreamEvent]:
-        """The answer of :meth:`complete` as a stream."""
-        return deltas_of(self.complete(messages, tools=tools, options=options))
+        """The answer of :meth:`complete`, word by word and call by call, then itself."""
+        response = self.complete(messages, tools=tools, options=options)
+        for delta in _pieces(response):
+            if self.stream_delay:
+                self._sleep(self.stream_delay)
+            yield delta
+        yield response
 
     def complete(
         self,
@@ -189,6 +214,19 @@ class DemoProvider:
     def _answer(results: list[tuple[ToolCall, str]]) -> str:
         sentences = [_sentence(call, result) for call, result in results]
         return "\n".join(sentences)
+
+
+def _pieces(response: CompletionResponse) -> Iterator[TextDelta | ToolCallDelta]:
+    """The text word by word, then each call: its id and name, then its arguments in pieces."""
+    for word in _WORDS.findall(response.content):
+        yield TextDelta(word)
+    for index, call in enumerate(response.tool_calls or ()):
+        text = call.arguments_json
+        size = max(1, -(-len(text) // ARGUMENT_PIECES))
+        pieces = [text[start : start + size] for start in range(0, len(text), size)]
+        yield ToolCallDelta(index, call.id, call.name, pieces[0] if pieces else "")
+        for piece in pieces[1:]:
+            yield ToolCallDelta(index, arguments=piece)
 
 
 def _sentence(call: ToolCall, result: str) -> str:

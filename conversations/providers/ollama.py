@@ -10,15 +10,18 @@ when they call tools, and older builds send calls without ids.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, assert_never
+import json
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, assert_never
 
 from conversations.domain import (
     ChatMessage,
     CompletionResponse,
     InvalidArgumentError,
     Role,
+    TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolSpec,
     Usage,
 )
@@ -33,8 +36,17 @@ from .base import (
 )
 from .conversion import require_offered_tool
 from .openai import call_candidates
+from .openai_stream import CallSlots, ReasoningText, stream_error
+from .streaming import Delta
 
-__all__ = ["OllamaProvider", "ollama_messages", "ollama_options", "ollama_tools", "ollama_usage"]
+__all__ = [
+    "OllamaProvider",
+    "OllamaStreamParser",
+    "ollama_messages",
+    "ollama_options",
+    "ollama_tools",
+    "ollama_usage",
+]
 
 
 # Request mapping (pure) ---------------------------------------------------------
@@ -143,6 +155,96 @@ def _finish_reason(done_reason: Any, has_calls: bool) -> str:
     return done_reason  # "stop" and "length" already mean what OpenAI's do
 
 
+class OllamaStreamParser:
+    """One streamed ``/api/chat`` answer: NDJSON lines, the last with ``done: true``.
+
+    Each line's ``message`` holds the next piece of ``content`` and
+    ``thinking`` and whole ``tool_calls`` (arguments as objects); the final
+    line adds ``done_reason`` and the token counts. At the end the pieces are
+    put together into the body a non-streamed request gets and parsed by
+    ``parse_response``.
+    """
+
+    def __init__(
+        self,
+        *,
+        parse: Callable[..., CompletionResponse],
+        redact: Callable[[str], str],
+        known_ids: Collection[str] = (),
+        tools: Sequence[ToolSpec] = (),
+    ) -> None:
+        self._parse = parse
+        self._redact = redact
+        self._known_ids = known_ids
+        self._tools = tools
+        self._slots = CallSlots(known_ids)
+        self._content: list[str] = []
+        self._thinking = ReasoningText()
+        self._calls: list[dict[str, Any]] = []
+        self._final: Mapping[str, Any] | None = None
+        self._model: Any = None
+
+    def feed(self, event: str, data: str) -> Iterable[Delta]:
+        if self._final is not None:
+            return ()
+        line = json.loads(data)
+        if not isinstance(line, Mapping):
+            raise ProviderResponseError(
+                f"ollama: a stream line is not an object: {type(line).__name__}"
+            )
+        if line.get("error"):
+            raise stream_error("ollama", line["error"], self._redact)
+        self._model = line.get("model", self._model)
+        message = line.get("message") or {}
+        if not isinstance(message, Mapping):
+            raise TypeError("message is not an object")
+        deltas: list[Delta] = []
+        thinking = message.get("thinking")
+        if isinstance(thinking, str) and thinking:
+            deltas += self._thinking.add(thinking)
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise TypeError("message content is not text")
+        if content:
+            self._content.append(content)
+            deltas.append(TextDelta(content))
+        for candidate in call_candidates(message.get("tool_calls")):
+            deltas += self._call(*candidate)
+        if line.get("done") is True:
+            self._final = line
+        return deltas
+
+    def _call(self, vendor_id: str | None, name: str, arguments: Any) -> list[Delta]:
+        if not name:
+            self._calls.append({"id": vendor_id, "function": {"name": name}})
+            return []  # dropped by the parse, so never shown
+        position, call_id = self._slots.claim(vendor_id)
+        made = assign_call_ids([(call_id, name, arguments)], provider="ollama")
+        assert made is not None  # a named call is never dropped
+        self._calls.append({"id": call_id, "function": {"name": name, "arguments": arguments}})
+        return [ToolCallDelta(position, call_id, name, made[0].arguments_json)]
+
+    def finish(self) -> CompletionResponse:
+        if self._final is None:
+            raise ProviderResponseError(
+                "ollama: the stream ended without its done line; the answer is incomplete"
+            )
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content)}
+        if self._thinking.parts:
+            message["thinking"] = self._thinking.text
+        # Named calls first, in the order of their slots; unnamed ones are dropped anyway.
+        named = [call for call in self._calls if call["function"]["name"]]
+        unnamed = [call for call in self._calls if not call["function"]["name"]]
+        if self._calls:
+            message["tool_calls"] = named + unnamed
+        body = {
+            **{key: value for key, value in self._final.items() if key != "message"},
+            "model": self._model,
+            "message": message,
+        }
+        return self._parse(body, known_ids=self._known_ids, tools=self._tools)
+
+
 # The adapter ---------------------------------------------------------------------
 
 
@@ -221,6 +323,25 @@ class OllamaProvider(HTTPProvider):
             provider=self.provider_name,
             tool_calls=calls,
             thinking=thinking if isinstance(thinking, str) and thinking.strip() else None,
+        )
+
+    stream_format: ClassVar[Literal["sse", "ndjson"]] = "ndjson"
+
+    def build_stream_payload(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: CompletionOptions,
+    ) -> dict[str, Any]:
+        """:meth:`build_payload` with ``stream: true`` (the answer comes as NDJSON lines)."""
+        return {**self.build_payload(messages, tools, options), "stream": True}
+
+    def stream_parser(
+        self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
+    ) -> OllamaStreamParser:
+        """A parser for one streamed answer (:class:`OllamaStreamParser`)."""
+        return OllamaStreamParser(
+            parse=self.parse_response, redact=self._redact, known_ids=known_ids, tools=tools
         )
 
     def _url(self, options: CompletionOptions) -> str:

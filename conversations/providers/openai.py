@@ -42,8 +42,10 @@ from .base import (
     token_count,
 )
 from .conversion import require_offered_tool
+from .openai_stream import OpenAIStreamParser
 
 __all__ = [
+    "AZURE_STREAM_OPTIONS_SINCE",
     "DEFAULT_AZURE_API_VERSION",
     "PRESETS",
     "OpenAIPreset",
@@ -57,6 +59,8 @@ __all__ = [
 
 DEFAULT_AZURE_API_VERSION: Final = "2024-10-21"
 """The latest GA data-plane inference version when this adapter was written."""
+AZURE_STREAM_OPTIONS_SINCE: Final = "2024-09-01"
+"""The first Azure ``api-version`` that takes ``stream_options`` (older ones refuse it)."""
 
 _MISTRAL_ID = re.compile(r"[a-zA-Z0-9]{9}")
 _NEVER = re.compile(r"(?!)")  # makes stable_alias hash every id it is given
@@ -82,6 +86,9 @@ class OpenAIPreset:
     (from issue reports), and servers copying its schema may too."""
     azure: bool = False
     """Azure OpenAI: deployment in the path, ``api-version`` query, ``api-key`` header."""
+    stream_usage_option: bool = True
+    """Whether a streamed request asks for usage with ``stream_options`` (Mistral refuses
+    the key with HTTP 422 and reports usage in its last chunk anyway)."""
 
     def wire_call_id(self, call_id: str) -> str:
         """The id to send for a stored call id (deterministic, so call and result agree)."""
@@ -102,7 +109,9 @@ PRESETS: Final[Mapping[str, OpenAIPreset]] = {
             max_tokens_key="max_completion_tokens",
         ),
         OpenAIPreset("openai_compatible", None),
-        OpenAIPreset("mistral", "https://api.mistral.ai/v1", call_id_length=9),
+        OpenAIPreset(
+            "mistral", "https://api.mistral.ai/v1", call_id_length=9, stream_usage_option=False
+        ),
         # Groq refuses unknown message keys; to_dict() only ever makes standard ones.
         OpenAIPreset("groq", "https://api.groq.com/openai/v1"),
         OpenAIPreset("openrouter", "https://openrouter.ai/api/v1"),
@@ -420,6 +429,40 @@ class OpenAIProvider(HTTPProvider):
             provider=self.preset.name,
             tool_calls=calls,
             thinking=_thinking(message),
+        )
+
+    def asks_stream_usage(self) -> bool:
+        """Whether a streamed request carries ``stream_options.include_usage`` (the one place)."""
+        if self.preset.azure:
+            return (self.api_version or "") >= AZURE_STREAM_OPTIONS_SINCE
+        return self.preset.stream_usage_option
+
+    def build_stream_payload(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: CompletionOptions,
+    ) -> dict[str, Any]:
+        """:meth:`build_payload` asking for a stream (and its usage, where the service takes it).
+
+        ``stream_options`` given in ``options.extra`` are kept as given.
+        """
+        payload = self.build_payload(messages, tools, options)
+        payload["stream"] = True
+        if self.asks_stream_usage():
+            payload.setdefault("stream_options", {"include_usage": True})
+        return payload
+
+    def stream_parser(
+        self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
+    ) -> OpenAIStreamParser:
+        """A parser for one streamed answer; see :mod:`conversations.providers.openai_stream`."""
+        return OpenAIStreamParser(
+            provider=self.preset.name,
+            parse=self.parse_response,
+            redact=self._redact,
+            known_ids=known_ids,
+            tools=tools,
         )
 
     def _url(self, options: CompletionOptions) -> str:

@@ -11,8 +11,12 @@ what it was asked::
     assert provider.requests[1].messages[-1].role == "tool"
 
 An entry may be a :class:`CompletionResponse`, an exception (raised instead of
-answering) or a callable ``(messages, tools, options) -> CompletionResponse``.
-Asking more often than the script allows raises :class:`ScriptExhausted`.
+answering), a callable ``(messages, tools, options) -> CompletionResponse`` or
+a :class:`ScriptedStream` (:func:`scripted_stream`): the exact deltas
+:meth:`ScriptedProvider.stream` yields before the response (``complete()``
+just answers its response). Any other entry streams as
+:func:`~conversations.providers.streaming.deltas_of` makes it. Asking more
+often than the script allows raises :class:`ScriptExhausted`.
 """
 
 from __future__ import annotations
@@ -27,27 +31,76 @@ from typing import Any
 from conversations.domain import (
     ChatMessage,
     CompletionResponse,
+    InvalidArgumentError,
+    ReasoningDelta,
     StreamEvent,
+    TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolSpec,
     Usage,
 )
 
 from .base import CompletionOptions, fresh_call_id
-from .streaming import deltas_of
+from .streaming import Delta, deltas_of
 
 __all__ = [
     "ScriptExhausted",
     "ScriptedProvider",
     "ScriptedRequest",
+    "ScriptedStream",
     "scripted_calls",
+    "scripted_stream",
     "scripted_text",
 ]
 
 Responder = Callable[
     [Sequence[ChatMessage], Sequence[ToolSpec], CompletionOptions], CompletionResponse
 ]
-ScriptEntry = CompletionResponse | BaseException | Responder
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedStream:
+    """A scripted answer with the deltas its stream shows first (see :func:`scripted_stream`)."""
+
+    deltas: tuple[Delta, ...]
+    response: CompletionResponse
+
+
+def scripted_stream(*events: StreamEvent) -> ScriptedStream:
+    """An entry streamed exactly as given: deltas, then the one response, last.
+
+    ``complete()`` answers with the response alone. The deltas are played as
+    they are: they need not add up to the response (a test of what a caller
+    shows and what it stores may want them not to).
+    """
+    final = events[-1] if events else None
+    if not isinstance(final, CompletionResponse):
+        raise InvalidArgumentError(
+            "a scripted stream ends with its CompletionResponse",
+            code="invalid_scripted_stream",
+            field="events",
+        )
+    deltas: list[Delta] = []
+    for position, event in enumerate(events[:-1]):
+        if isinstance(event, CompletionResponse):
+            raise InvalidArgumentError(
+                f"a scripted stream has exactly one CompletionResponse, last; "
+                f"event {position} is another",
+                code="invalid_scripted_stream",
+                field=f"events/{position}",
+            )
+        if not isinstance(event, TextDelta | ReasoningDelta | ToolCallDelta):
+            raise InvalidArgumentError(
+                f"event {position} of a scripted stream is not a delta: {type(event).__name__}",
+                code="invalid_scripted_stream",
+                field=f"events/{position}",
+            )
+        deltas.append(event)
+    return ScriptedStream(deltas=tuple(deltas), response=final)
+
+
+ScriptEntry = CompletionResponse | BaseException | Responder | ScriptedStream
 
 
 class ScriptExhausted(AssertionError):
@@ -125,8 +178,15 @@ class ScriptedProvider:
         tools: Sequence[ToolSpec] = (),
         options: CompletionOptions,
     ) -> Iterator[StreamEvent]:
-        """The answer of :meth:`complete` as a stream."""
-        return deltas_of(self.complete(messages, tools=tools, options=options))
+        """Record the request and play the next entry as a stream.
+
+        The request is taken (and a scripted exception raised) here, before
+        anything is yielded.
+        """
+        entry = self._next(messages, tools, options)
+        if isinstance(entry, ScriptedStream):
+            return iter((*entry.deltas, entry.response))
+        return deltas_of(self._answer(entry, messages, tools, options))
 
     def complete(
         self,
@@ -136,6 +196,17 @@ class ScriptedProvider:
         options: CompletionOptions,
     ) -> CompletionResponse:
         """Record the request and play the next entry of the script."""
+        entry = self._next(messages, tools, options)
+        if isinstance(entry, ScriptedStream):
+            return entry.response
+        return self._answer(entry, messages, tools, options)
+
+    def _next(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: CompletionOptions,
+    ) -> ScriptEntry:
         with self._lock:
             self.requests.append(ScriptedRequest(tuple(messages), tuple(tools), options))
             if not self._script:
@@ -148,6 +219,16 @@ class ScriptedProvider:
             time.sleep(self.delay)
         if isinstance(entry, BaseException):
             raise entry
+        return entry
+
+    @staticmethod
+    def _answer(
+        entry: ScriptEntry,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: CompletionOptions,
+    ) -> CompletionResponse:
         if isinstance(entry, CompletionResponse):
             return entry
+        assert callable(entry)
         return entry(messages, tools, options)

@@ -15,19 +15,21 @@ services): see docs/adr/0005-services-layout.md.
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import timedelta
 from functools import partial
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError, ExecutorUnavailable
 from conversations.models import Conversation, Run
+from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
 from .providers import build_provider
-from .runs import end_unclaimed_run, start_run
+from .runs import end_unclaimed_run, resolve_profile, start_run
 from .tool_loop import execute_run, run_tool_loop
 
 __all__ = ["requeue_runs", "submit_message", "submit_run", "uses_workers"]
@@ -40,20 +42,26 @@ def uses_workers() -> bool:
     return app_settings().EXECUTOR == "celery"
 
 
-def submit_message(*, conversation: Conversation, content: str | None) -> Run:
+def submit_message(
+    *, conversation: Conversation, content: str | None, background: bool = False
+) -> Run:
     """Answer a user message with the configured executor; return its run.
 
     ``content=None`` stores no new message: the model answers the history as
     it stands (regenerating an answer in a branch).
 
-    ``inline``: the finished run (this is :func:`run_tool_loop`). ``celery``:
-    the run as started, still ``running`` (or ``failed`` with code
+    ``inline``: the finished run (this is :func:`run_tool_loop`); with
+    ``background=True`` the run as started, executed by a thread of this
+    process from the commit on (for a caller that follows its live events).
+    ``celery``: the run as started, still ``running`` (or ``failed`` with code
     ``executor_unavailable`` when the broker refused the message). Either way
     a configuration error (no profile, a key reference that does not resolve)
     is raised before anything is stored, and a busy conversation raises
     ``ConversationBusy``.
     """
     if not uses_workers():
+        if background:
+            return _start_in_background(conversation=conversation, content=content)
         return run_tool_loop(conversation=conversation, content=content)
     profile = conversation.profile or get_default_profile()
     if profile is not None:
@@ -61,6 +69,42 @@ def submit_message(*, conversation: Conversation, content: str | None) -> Run:
     run = start_run(conversation=conversation, content=content, profile=profile)
     submit_run(run)
     return run
+
+
+def _start_in_background(*, conversation: Conversation, content: str | None) -> Run:
+    """Start a run here (errors raise now) and execute it in a thread once committed."""
+    profile = resolve_profile(conversation=conversation, profile=None, provider=None)
+    provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
+    try:
+        run = start_run(conversation=conversation, content=content, profile=profile)
+    except BaseException:
+        _close(provider)
+        raise
+    thread = threading.Thread(
+        target=_execute_in_background,
+        args=(run, provider),
+        name=f"conversations-run-{run.pk}",
+        daemon=True,
+    )
+    transaction.on_commit(thread.start)
+    return run
+
+
+def _execute_in_background(run: Run, provider: ChatProvider) -> None:
+    """A background run's thread: the loop, then its provider and connections closed."""
+    try:
+        execute_run(run=run, provider=provider)
+    except Exception:
+        logger.exception("run %s failed in its background thread", run.pk)
+    finally:
+        _close(provider)
+        connections.close_all()
+
+
+def _close(provider: ChatProvider) -> None:
+    close = getattr(provider, "close", None)
+    if callable(close):
+        close()
 
 
 def submit_run(run: Run) -> None:

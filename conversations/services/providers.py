@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -57,12 +58,7 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
     conf = app_settings()
     adapter = provider.adapter
     if adapter == "demo":
-        latency = (provider.options or {}).get("latency_seconds", 0)
-        if isinstance(latency, bool) or not isinstance(latency, int | float) or latency < 0:
-            raise ConfigurationError(
-                f'provider "{provider.slug}": option "latency_seconds" must be a number >= 0'
-            )
-        return DemoProvider(latency=float(latency))
+        return _demo_provider(provider)
     adapter_class = HTTP_ADAPTERS.get(adapter)
     if adapter_class is None:
         raise ConfigurationError(f'provider "{provider.slug}": unknown adapter "{adapter}"')
@@ -90,6 +86,40 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
         if adapter == "azure_openai" and api_version:
             settings["api_version"] = api_version
     return adapter_class(**settings)
+
+
+DEMO_STREAM_DELAY_VARIABLE: Final = "CONVERSATIONS_DEMO_STREAM_DELAY"
+"""The environment variable giving demo providers their ``stream_delay_seconds`` by default."""
+
+
+def _demo_provider(provider: Provider) -> DemoProvider:
+    options = provider.options or {}
+    latency = _seconds(provider, "latency_seconds", options.get("latency_seconds", 0))
+    if "stream_delay_seconds" in options:
+        delay = _seconds(provider, "stream_delay_seconds", options["stream_delay_seconds"])
+    else:
+        variable = os.environ.get(DEMO_STREAM_DELAY_VARIABLE, "").strip() or "0"
+        try:
+            delay = float(variable)
+        except ValueError:
+            delay = -1.0
+        if not 0 <= delay < float("inf"):
+            raise ConfigurationError(
+                f"the environment variable {DEMO_STREAM_DELAY_VARIABLE} must be a number >= 0"
+            )
+    return DemoProvider(latency=latency, stream_delay=delay)
+
+
+def _seconds(provider: Provider, option: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value < float("inf")
+    ):
+        raise ConfigurationError(
+            f'provider "{provider.slug}": option "{option}" must be a number >= 0'
+        )
+    return float(value)
 
 
 def build_provider(profile: Profile, *, http_client: Any = None) -> ChatProvider:

@@ -12,6 +12,13 @@ This is the only loop in the code base. Its guarantees:
 - The stored history is always one every provider accepts: whatever ends a
   run (an answer, the cap, a provider error, a cancellation, a crash), each
   call gets exactly one result.
+- Streaming changes what watchers see, never what is stored. When the
+  profile streams (``Profile.stream``), each delta of an answer is published
+  live and kept as the run's in-flight snapshot (``live``), and the final
+  answer is stored exactly as a whole one would be. A cancellation noticed
+  while an answer streams stores the text received so far (finish reason
+  ``cancelled``, no calls: those still arriving are dropped, never run) or,
+  when no text came, nothing but the ledger row; the run ends ``cancelled``.
 
 A round costs a constant number of queries and commits whatever the number of
 calls (see docs/adr/0003-tool-loop-persistence.md for the batching trade-off).
@@ -23,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,14 +55,13 @@ from conversations.mcp.tools import mcp_connections
 from conversations.models import Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
-from conversations.providers.boundary import check_response
 from conversations.selectors import available_tools, history_for_provider
 from conversations.tools import Tool
 
 from . import tracing
 from .approvals import approval_levels, held_calls, hold_turn, send_requested
-from .budgets import check_budgets
 from .fencing import hold_run
+from .live import LiveRun, ask
 from .messages import MessageDetails, append_messages
 from .providers import build_provider, completion_options
 from .runs import (
@@ -78,7 +83,7 @@ from .tool_calls import (
     reject_call,
     storage_failed,
 )
-from .usage import record_failed_call, record_model_call
+from .usage import record_model_call
 
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
 
@@ -198,6 +203,19 @@ def request_setup(*, profile: Profile | None) -> RequestSetup:
 
 
 def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: RequestSetup) -> Run:
+    # Without a profile (a provider given directly) answers are asked for whole, as always.
+    live = LiveRun(run.pk, stream=profile is not None and profile.stream)
+    try:
+        return _rounds(run, provider, profile, request, live)
+    finally:
+        # However the run stopped, nothing streams any more and watchers re-read.
+        live.clear()
+        live.changed()
+
+
+def _rounds(
+    run: Run, provider: ChatProvider, profile: Profile | None, request: RequestSetup, live: LiveRun
+) -> Run:
     tools, specs, options = request.tools, request.specs, request.options
     watch = CancelWatch(run)
     try:
@@ -205,15 +223,16 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         held = held_calls(run=run, tools=tools)
         if held:
             _mark_running([row for row, rejection in held if rejection is None])
+            live.changed()
             _run_calls(run, held, tools, watch)
+            live.changed()
         # The run holds the conversation (one running run at most), so the history
         # is read once and then kept in step with what each round persists.
         history = history_for_provider(conversation=run.conversation, profile=profile)
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
-            response, started_at, latency_ms = _ask(run, provider, history, specs, options)
-            checked, approvals = _persist_turn(
-                run, response, started_at, latency_ms, counts_as_round=True, request=request
+            response, checked, approvals = _answer(
+                run, provider, history, specs, options, watch, live, request, counts_as_round=True
             )
             if approvals:
                 send_requested(run=run, approvals=approvals)
@@ -225,18 +244,22 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
                     run=run, status=Run.Status.COMPLETED, final_content=response.content
                 )
             outcomes = _run_calls(run, checked, tools, watch)
+            live.changed()
             history.extend(outcome.to_message() for outcome in outcomes)
         # Every round asked for tools: one more call, with none offered, for the answer.
         watch.raise_if_cancelled()
         final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
-        response, started_at, latency_ms = _ask(run, provider, history, [], final_options)
-        checked, _ = _persist_turn(
+        offer_none = dataclasses.replace(request, tools={}, approvals={})
+        response, checked, _ = _answer(
             run,
-            response,
-            started_at,
-            latency_ms,
+            provider,
+            history,
+            [],
+            final_options,
+            watch,
+            live,
+            offer_none,
             counts_as_round=False,
-            request=dataclasses.replace(request, tools={}, approvals={}),
         )
         if checked:
             # Tools were not offered; answer each call so the history stays valid.
@@ -267,36 +290,33 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
         raise
 
 
-def _ask(
+def _answer(
     run: Run,
     provider: ChatProvider,
     history: Sequence[ChatMessage],
     specs: Sequence[ToolSpec],
     options: CompletionOptions,
-) -> tuple[CompletionResponse, datetime, int]:
-    """One provider request, after the budgets allowed it; a failed one is recorded as such."""
-    started_at = check_budgets(run=run)
-    started = time.monotonic()
-    try:
-        with tracing.chat_span(
-            provider=run.provider,
-            model=options.model or run.model,
-            conversation_id=run.conversation_id,
-            messages=history,
-        ) as span:
-            response = provider.complete(history, tools=specs, options=options)
-            # Adapters over HTTP check at their boundary already; any other provider
-            # (a scripted or a host's own) is held to the same rules here.
-            response = check_response(
-                response, provider=getattr(provider, "provider_name", "provider")
-            )
-            span.answered(response)
-    except Exception as exc:
-        code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
-        elapsed = int((time.monotonic() - started) * 1000)
-        record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
-        raise
-    return response, started_at, int((time.monotonic() - started) * 1000)
+    watch: CancelWatch,
+    live: LiveRun,
+    request: RequestSetup,
+    *,
+    counts_as_round: bool,
+) -> tuple[CompletionResponse, _Checked, list[ToolApproval]]:
+    """Ask the model and store its turn; a turn a cancellation cut short is stored, then stops."""
+    asked = ask(run, provider, history, specs, options, watch, live)
+    checked, approvals = _persist_turn(
+        run,
+        asked.response,
+        asked.started_at,
+        asked.latency_ms,
+        counts_as_round=counts_as_round,
+        request=request,
+        first_delta_ms=asked.first_delta_ms,
+    )
+    live.stored()
+    if asked.cancelled:
+        raise RunCancelled("the run was cancelled")
+    return asked.response, checked, approvals
 
 
 def _persist_turn(
@@ -307,6 +327,7 @@ def _persist_turn(
     *,
     counts_as_round: bool,
     request: RequestSetup,
+    first_delta_ms: int | None = None,
 ) -> tuple[_Checked, list[ToolApproval]]:
     """Store the assistant turn, its calls and the run's counters in one transaction.
 
@@ -337,6 +358,7 @@ def _persist_turn(
             usage=usage,
             model=response.model,
             message=message,
+            time_to_first_token_ms=first_delta_ms,
         )
         checked = [(row, check_call(row=row, tools=request.tools)) for row in rows]
         runnable = [row for row, rejection in checked if rejection is None]

@@ -103,10 +103,12 @@ def record_model_call(
     model: str,
     message: Message | None = None,
     error_code: str = "",
+    time_to_first_token_ms: int | None = None,
 ) -> ModelCall:
     """Insert the ledger row of one provider request and charge the run and its budgets.
 
-    ``error_code`` marks a failed request (``message`` is then ``None``). Runs
+    ``error_code`` marks a failed request (``message`` is then ``None``);
+    ``time_to_first_token_ms`` is known for streamed answers only. Runs
     in one transaction (joining the caller's), so the row, the run's cost and
     the budget counters move together.
     """
@@ -136,6 +138,7 @@ def record_model_call(
             model=run.model or model,
             started_at=started_at,
             latency_ms=latency_ms,
+            time_to_first_token_ms=time_to_first_token_ms,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=min(usage.cached_prompt_tokens, usage.prompt_tokens),

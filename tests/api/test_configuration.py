@@ -34,7 +34,11 @@ def test_profiles_lists_active_profiles_without_any_key(api, profile):
     )
     model = LanguageModel.objects.create(provider=provider, model_id="gpt-4o-mini")
     Profile.objects.create(
-        slug="tools-only", name="Tools", language_model=model, allowed_tools=["calculate"]
+        slug="tools-only",
+        name="Tools",
+        language_model=model,
+        allowed_tools=["calculate"],
+        stream=False,
     )
     Profile.objects.create(slug="off", name="Off", language_model=model, is_active=False)
     response = api.get(reverse("conversations:profile-list"))
@@ -49,6 +53,7 @@ def test_profiles_lists_active_profiles_without_any_key(api, profile):
             "is_default": True,
             "max_iterations": 4,
             "allowed_tools": None,
+            "stream": True,
         },
         {
             "slug": "tools-only",
@@ -59,6 +64,7 @@ def test_profiles_lists_active_profiles_without_any_key(api, profile):
             "is_default": False,
             "max_iterations": 10,
             "allowed_tools": ["calculate"],
+            "stream": False,
         },
     ]
     assert "SECRET_REF_NAME" not in response.content.decode()

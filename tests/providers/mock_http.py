@@ -9,7 +9,7 @@ one request more fails the test), and keeps every request it saw.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import httpx
@@ -75,3 +75,55 @@ def provider_with_replies(
 def timeout(request: httpx.Request) -> httpx.Response:
     """A reply that times out."""
     raise httpx.ReadTimeout("timed out", request=request)
+
+
+class ChunkStream(httpx.SyncByteStream):
+    """A response body sent in the given byte chunks, optionally breaking off with ``fail``.
+
+    ``closed`` tells whether the client closed the response; ``sent`` counts
+    the chunks handed out.
+    """
+
+    def __init__(self, chunks: Iterable[bytes], *, fail: BaseException | None = None) -> None:
+        self.chunks = list(chunks)
+        self.fail = fail
+        self.closed = False
+        self.sent = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.chunks:
+            self.sent += 1
+            yield chunk
+        if self.fail is not None:
+            raise self.fail
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def streamed(
+    chunks: Iterable[bytes],
+    *,
+    status: int = 200,
+    fail: BaseException | None = None,
+    headers: dict[str, str] | None = None,
+    streams: list[ChunkStream] | None = None,
+) -> Callable[[httpx.Request], httpx.Response]:
+    """A reply streaming ``chunks`` (a fresh body per request); each body is kept in ``streams``."""
+    parts = list(chunks)
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        body = ChunkStream(parts, fail=fail)
+        if streams is not None:
+            streams.append(body)
+        return httpx.Response(status, headers=headers, stream=body, request=request)
+
+    return reply
+
+
+def cut(data: bytes, points: Iterable[int]) -> list[bytes]:
+    """``data`` cut at ``points`` (any integers, taken modulo its length; empty chunks kept)."""
+    size = max(len(data), 1)
+    marks = sorted(point % (size + 1) for point in points)
+    edges = [0, *marks, len(data)]
+    return [data[start:end] for start, end in zip(edges, edges[1:], strict=False)]
