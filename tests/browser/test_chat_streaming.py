@@ -88,7 +88,7 @@ def test_the_answer_grows_while_the_run_is_active(live_server, slow_demo, browse
 
     # The stored message replaces the bubble once the run ends.
     answer = page.locator(".llm-msg-assistant:not(.llm-live) .llm-msg-text")
-    expect(answer).to_contain_text("offline demo model")
+    expect(answer).to_contain_text("offline demo model", timeout=TIMEOUT_MS)
     expect(page.locator(".llm-live")).to_have_count(0)
     expect(page.locator("#llm-stop")).to_be_hidden()
     expect(page.get_by_role("button", name="Send")).to_be_enabled()

@@ -30,6 +30,7 @@ window.LLMChatStream = (() => {
   const RETRY_MS = 1000;
   const MAX_FAILURES = 5; // consecutive failed (re)connections before giving up on the stream
   const QUEUE_POLL_MS = 1500;
+  const STOP_ATTEMPTS = 3;
 
   /** Statuses a run ends with that the transcript marks, and how they read. */
   const OUTCOMES = {
@@ -344,12 +345,23 @@ window.LLMChatStream = (() => {
       }
       page.stopButton.disabled = true;
       page.setProgress("Stopping…");
-      try {
-        setRun(await page.api("POST", `${runUrl(run.id)}cancel/`));
-      } catch (error) {
-        if (error.code !== "run_not_running") {
-          throw error;
+      // Asking twice is harmless, so a transient failure (the server busy, the
+      // network gone for a moment) is tried again before it is reported.
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          setRun(await page.api("POST", `${runUrl(run.id)}cancel/`));
+          return;
+        } catch (error) {
+          if (error.code === "run_not_running") {
+            return; // it ended meanwhile: its events tell how
+          }
+          const transient = error.status === 0 || error.status >= 500;
+          if (!transient || attempt >= STOP_ATTEMPTS) {
+            page.stopButton.disabled = false;
+            throw error;
+          }
         }
+        await sleep(RETRY_MS / 2);
       }
     }
 
