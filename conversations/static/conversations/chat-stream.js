@@ -327,6 +327,7 @@ window.LLMChatStream = (() => {
       if (!following || !run || !run.id) {
         return;
       }
+      const waited = Boolean(following.run.queued);
       following.run = { ...following.run, ...run };
       page.stopButton.hidden = !(following.run.status === "running" && page.isCurrent(following.conversationId));
       // Waiting is not working: no spinner while no process has the run.
@@ -335,6 +336,9 @@ window.LLMChatStream = (() => {
         watchQueue(following.run);
       } else {
         window.clearTimeout(queueTimer);
+        if (waited) {
+          following.progress(live.active ? "Answering…" : ""); // a worker took it
+        }
       }
     }
 
@@ -368,7 +372,7 @@ window.LLMChatStream = (() => {
     // Following ------------------------------------------------------------------
 
     /** Handle one event; a value other than ``undefined`` ends the follow with it. */
-    function dispatch(event, progress) {
+    function dispatch(event) {
       let data;
       try {
         data = JSON.parse(event.data);
@@ -422,7 +426,7 @@ window.LLMChatStream = (() => {
         page.transcript.scrollTop = page.transcript.scrollHeight;
       }
       if (!following.run.queued) {
-        progress(live.active ? "Answering…" : "");
+        following.progress(live.active ? "Answering…" : "");
       }
       return undefined;
     }
@@ -444,7 +448,7 @@ window.LLMChatStream = (() => {
      * reports progress (an empty text: whatever the caller shows by default).
      */
     async function follow({ conversationId, run, response, progress }) {
-      following = { conversationId, run: run || {}, lastId: null };
+      following = { conversationId, run: run || {}, lastId: null, progress };
       page.stopButton.disabled = false;
       setRun(run);
       let failures = 0;
@@ -464,7 +468,7 @@ window.LLMChatStream = (() => {
             }
             if (response.ok && isEventStream(response)) {
               await readEventStream(response, (event) => {
-                outcome = dispatch(event, progress);
+                outcome = dispatch(event);
                 failures = 0;
                 return outcome !== undefined;
               });
