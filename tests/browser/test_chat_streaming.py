@@ -97,6 +97,22 @@ def test_the_answer_grows_while_the_run_is_active(live_server, slow_demo, browse
     assert page.errors == []
 
 
+def test_a_reload_while_streaming_picks_up_the_answer_so_far(
+    live_server, slow_demo, browser, page
+):
+    log_in(page, live_server.url)
+    ask(page, "demo", HELLO)
+    before = grown(page, grown(page, ""))
+    page.reload()
+    # The ``inflight`` snapshot restores the text at least as far as it was, then it grows on.
+    after = grown(page, before)
+    assert after.startswith(before)
+    answer = page.locator(".llm-msg-assistant:not(.llm-live) .llm-msg-text")
+    expect(answer).to_contain_text("offline demo model", timeout=TIMEOUT_MS)
+    expect(page.locator(".llm-msg-assistant")).to_have_count(1)
+    assert page.errors == []
+
+
 def test_stop_cancels_a_slow_run(live_server, slow_demo, browser, page):
     log_in(page, live_server.url)
     ask(page, "demo", HELLO)
