@@ -11,6 +11,7 @@ event loop runs in this thread).
 from __future__ import annotations
 
 import io
+import itertools
 
 import pytest
 from django.core.management import call_command
@@ -83,7 +84,7 @@ def test_the_answer_grows_while_the_run_is_active(live_server, slow_demo, browse
     for _ in range(3):
         samples.append(grown(page, samples[-1]))
     # Each sample extends the one before: deltas are appended, never reordered.
-    for shorter, longer in zip(samples, samples[1:], strict=False):
+    for shorter, longer in itertools.pairwise(samples):
         assert longer.startswith(shorter) and len(longer) > len(shorter)
 
     # The stored message replaces the bubble once the run ends.
