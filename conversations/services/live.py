@@ -279,6 +279,7 @@ def ask(
     """
     started_at = check_budgets(run=run)
     started = time.monotonic()
+    name = getattr(provider, "provider_name", "provider")
     first_delta_ms: int | None = None
     cancelled = False
     try:
@@ -289,16 +290,18 @@ def ask(
             messages=history,
         ) as span:
             if live.stream:
-                response, first_delta_ms, cancelled = _stream_answer(
-                    run, provider, history, specs, options, watch, live, started
+                stream, streams = _open_stream(provider, history, specs, options)
+                streamed = live.consume(stream, watch=watch, started=started)
+                first_delta_ms = streamed.first_delta_ms if streams else None
+                cancelled = streamed.response is None
+                response = streamed.response or cut_short(
+                    streamed.partial, model=options.model or run.model, provider=name
                 )
             else:
                 response = provider.complete(history, tools=specs, options=options)
             # Adapters over HTTP check at their boundary already; any other provider
             # (a scripted or a host's own) is held to the same rules here.
-            response = check_response(
-                response, provider=getattr(provider, "provider_name", "provider")
-            )
+            response = check_response(response, provider=name)
             span.answered(response)
     except Exception as exc:
         code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
@@ -309,42 +312,33 @@ def ask(
     return Asked(response, started_at, latency_ms, first_delta_ms, cancelled)
 
 
-def _stream_answer(
-    run: Run,
+def _open_stream(
     provider: ChatProvider,
     history: Sequence[ChatMessage],
     specs: Sequence[ToolSpec],
     options: CompletionOptions,
-    watch: CancelWatch,
-    live: LiveRun,
-    started: float,
-) -> tuple[CompletionResponse, int | None, bool]:
-    """The answer, milliseconds to its first delta (when streamed), and whether it was cut short."""
-    streams = callable(getattr(provider, "stream", None))
-    try:
-        stream = stream_completion(provider, history, tools=specs, options=options)
-    except NotImplementedError:
-        # An adapter whose streaming hooks are missing answers whole, like one without stream().
-        streams = False
-        stream = deltas_of(provider.complete(history, tools=specs, options=options))
-    streamed = live.consume(stream, watch=watch, started=started)
-    first_delta_ms = streamed.first_delta_ms if streams else None
-    if streamed.response is not None:
-        return streamed.response, first_delta_ms, False
-    if not streamed.partial.text:
-        # Nothing to keep: no message is stored (the ledger records the request as failed).
+) -> tuple[Iterator[StreamEvent], bool]:
+    """The provider's stream, and whether it really streams (else its whole answer in pieces)."""
+    # A class that names ChatProvider as its base inherits a stream() stub that streams nothing.
+    if getattr(type(provider), "stream", ChatProvider.stream) is not ChatProvider.stream:
+        try:
+            return stream_completion(provider, history, tools=specs, options=options), True
+        except NotImplementedError:
+            pass  # An adapter without its streaming hooks answers whole.
+    return deltas_of(provider.complete(history, tools=specs, options=options)), False
+
+
+def cut_short(partial: PartialTurn, *, model: str, provider: str) -> CompletionResponse:
+    """The text a cancellation cut short, as a turn: calls still arriving are dropped.
+
+    Raises :class:`RunCancelled` when there is no text: then nothing is stored
+    (the ledger records the request as failed).
+    """
+    if not partial.text:
         raise RunCancelled("the run was cancelled before the answer began")
-    name = getattr(provider, "provider_name", "provider")
-    return cut_short(streamed.partial, options, run, name), first_delta_ms, True
-
-
-def cut_short(
-    partial: PartialTurn, options: CompletionOptions, run: Run, provider: str
-) -> CompletionResponse:
-    """The text a cancellation cut short, as a turn: calls still arriving are dropped."""
     return CompletionResponse(
         content=partial.text,
-        model=options.model or run.model,
+        model=model,
         finish_reason=CANCELLED_FINISH_REASON,
         provider=provider,
     )

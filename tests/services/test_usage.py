@@ -128,7 +128,9 @@ def test_every_call_of_a_run_is_recorded_with_its_message_and_cost(
     assert first.cost == second.cost == USAGE_COST
     assert first.currency == "USD"
     assert first.latency_ms is not None
-    assert first.time_to_first_token_ms is None  # not streamed
+    # The profile streams (its default), so the first piece's time is known too.
+    assert first.time_to_first_token_ms is not None
+    assert first.time_to_first_token_ms <= first.latency_ms
     run.refresh_from_db()
     assert run.cost == 2 * USAGE_COST
     assert run.unpriced_calls == 0
