@@ -37,6 +37,7 @@ import threading
 from typing import Any
 from uuid import UUID
 
+from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -181,9 +182,12 @@ def inflight(run_id: UUID | str) -> dict[str, Any] | None:
 
 
 async def ainflight(run_id: UUID | str) -> dict[str, Any] | None:
-    """:func:`inflight` for asyncio code."""
-    value = await cache.aget(_inflight_key(run_id))
-    return value if isinstance(value, dict) else None
+    """:func:`inflight` for asyncio code, in the shared thread pool.
+
+    Not ``cache.aget``: Django runs that on the request's own thread, which
+    an event stream has let go (``conversations.api.event_stream``).
+    """
+    return await sync_to_async(inflight, thread_sensitive=False)(run_id)
 
 
 def clear_inflight(run_id: UUID | str) -> None:

@@ -83,13 +83,16 @@ def test_an_async_subscriber_gets_events_on_the_event_loop(transport):
 
 def test_every_subscriber_of_a_run_gets_every_event_and_no_other_runs(transport):
     run, other = run_id(), run_id()
-    with events.subscribe(run) as one, events.subscribe(run) as two:
-        with events.subscribe(other) as elsewhere:
-            for seq in range(1, 4):
-                events.publish(run, "text.delta", {"seq": seq, "text": str(seq)})
-            for subscription in (one, two):
-                assert [subscription.get(5).data["seq"] for _ in range(3)] == [1, 2, 3]
-            assert elsewhere.get(0.2) is None
+    with (
+        events.subscribe(run) as one,
+        events.subscribe(run) as two,
+        events.subscribe(other) as elsewhere,
+    ):
+        for seq in range(1, 4):
+            events.publish(run, "text.delta", {"seq": seq, "text": str(seq)})
+        for subscription in (one, two):
+            assert [subscription.get(5).data["seq"] for _ in range(3)] == [1, 2, 3]
+        assert elsewhere.get(0.2) is None
 
 
 def test_a_closed_subscription_receives_nothing_and_others_go_on(transport):
@@ -134,10 +137,12 @@ def test_a_payload_is_split_on_character_boundaries_and_put_back_together():
 
 def test_publishing_to_an_unreachable_redis_is_logged_not_raised(caplog):
     run = run_id()
-    with override_settings(CONVERSATIONS={"EVENTS_URL": "redis://127.0.0.1:9/0"}):
-        with caplog.at_level(logging.WARNING, logger="conversations.events"):
-            events.publish(run, "text.delta", {"seq": 1, "text": "lost"})
-            events.publish(run, "text.delta", {"seq": 2, "text": "dropped at once"})
+    with (
+        override_settings(CONVERSATIONS={"EVENTS_URL": "redis://127.0.0.1:9/0"}),
+        caplog.at_level(logging.WARNING, logger="conversations.events"),
+    ):
+        events.publish(run, "text.delta", {"seq": 1, "text": "lost"})
+        events.publish(run, "text.delta", {"seq": 2, "text": "dropped at once"})
     failures = [r for r in caplog.records if "publishing text.delta" in r.getMessage()]
     assert len(failures) == 1  # the second was dropped without trying again
     assert run in failures[0].getMessage()
@@ -147,25 +152,27 @@ def test_publishing_to_an_unreachable_redis_is_logged_not_raised(caplog):
 @pytest.mark.django_db(transaction=True)
 def test_postgres_listener_and_publisher_recover_from_a_lost_connection(caplog):
     run = run_id()
-    with override_settings(CONVERSATIONS={"EVENTS_URL": "postgres"}):
-        with events.subscribe(run) as subscription:
-            events.publish(run, "text.delta", {"seq": 1, "text": "before"})
-            assert subscription.get(5).data["seq"] == 1
-            with connection.cursor() as cursor:  # every other session of this database
-                cursor.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-            with caplog.at_level(logging.WARNING, logger="conversations.events"):
-                events.publish(run, "text.delta", {"seq": 2, "text": "lost"})  # logged
-                received = None
-                deadline = time.monotonic() + 15
-                while received is None and time.monotonic() < deadline:
-                    time.sleep(0.3)  # past the pause after a failed publish
-                    events.publish(run, "text.delta", {"seq": 3, "text": "after"})
-                    received = subscription.get(0.5)
-            assert received is not None and received.data["seq"] == 3
-            assert any("publishing text.delta" in r.getMessage() for r in caplog.records)
+    with (
+        override_settings(CONVERSATIONS={"EVENTS_URL": "postgres"}),
+        events.subscribe(run) as subscription,
+    ):
+        events.publish(run, "text.delta", {"seq": 1, "text": "before"})
+        assert subscription.get(5).data["seq"] == 1
+        with connection.cursor() as cursor:  # every other session of this database
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        with caplog.at_level(logging.WARNING, logger="conversations.events"):
+            events.publish(run, "text.delta", {"seq": 2, "text": "lost"})  # logged
+            received = None
+            deadline = time.monotonic() + 15
+            while received is None and time.monotonic() < deadline:
+                time.sleep(0.3)  # past the pause after a failed publish
+                events.publish(run, "text.delta", {"seq": 3, "text": "after"})
+                received = subscription.get(0.5)
+        assert received is not None and received.data["seq"] == 3
+        assert any("publishing text.delta" in r.getMessage() for r in caplog.records)
 
 
 def test_unknown_transports_are_a_clear_configuration_error():

@@ -1,0 +1,126 @@
+"""Posting a message with ``Accept: text/event-stream``: the answer is the run's events.
+
+The request starts the run (every refusal is the usual JSON answer) and the
+response relays its events while a thread of the process (``inline``) or a
+worker (``celery``) executes it. Without the header nothing changes.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from conversations import events
+from conversations.models import Run
+from conversations.services.runs import start_run
+
+from .test_event_deltas import parse
+
+SSE = "text/event-stream"
+
+
+def messages_url(conversation):
+    return reverse("conversations:conversation-messages", args=[conversation.pk])
+
+
+@pytest.fixture
+def client(user):
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def post(client, conversation, content, accept=SSE):
+    return client.post(
+        messages_url(conversation),
+        {"content": content},
+        content_type="application/json",
+        headers={"Accept": accept},
+    )
+
+
+def wait_for_background_runs():
+    for thread in threading.enumerate():
+        if thread.name.startswith("conversations-run-"):
+            thread.join(20)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_answer_is_the_whole_run_as_it_executes(client, demo_conversation):
+    response = post(client, demo_conversation, '/call calculate {"expression": "6*7"}')
+    try:
+        assert response.status_code == 200
+        assert response["Content-Type"] == "text/event-stream; charset=utf-8"
+        received = parse(b"".join(response.streaming_content))
+    finally:
+        wait_for_background_runs()
+    assert [e["event"] for e in received] == [
+        "run_started",
+        "assistant_turn",
+        "tool_call_started",
+        "tool_call_finished",
+        "assistant_turn",
+        "run_finished",
+    ]
+    assert received[0]["data"]["message"]["content"].startswith("/call calculate")
+    assert received[3]["data"]["message"]["content"] == "42"
+    assert received[-1]["data"]["run"]["status"] == "completed"
+    ids = [e["id"] for e in received]
+    assert ids == sorted(ids)
+    # The slot was given back: as many new streams as the limit allows.
+    run = Run.objects.get(pk=received[0]["data"]["run"]["id"])
+    assert run.status == Run.Status.COMPLETED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_the_header_or_with_quality_zero_the_answer_is_as_ever(client, demo_conversation):
+    response = post(client, demo_conversation, "hi", accept="application/json")
+    assert response.status_code == 201 and response.json()["run"]["status"] == "completed"
+    response = post(client, demo_conversation, "hi", accept=f"{SSE};q=0, application/json")
+    assert response.status_code == 201
+    assert not [t for t in threading.enumerate() if t.name.startswith("conversations-run-")]
+
+
+def test_refusals_are_json_before_anything_streams(client, demo_conversation, settings):
+    invalid = post(client, demo_conversation, "")
+    assert invalid.status_code == 400
+    assert invalid["Content-Type"] == "application/json"
+    assert invalid.json()["errors"][0]["pointer"] == "/content"
+
+    busy = start_run(conversation=demo_conversation, content="first")
+    conflict = post(client, demo_conversation, "second")
+    assert conflict.status_code == 409 and conflict.json()["code"] == "conversation_busy"
+    Run.objects.filter(pk=busy.pk).update(status=Run.Status.CANCELLED, finished_at=timezone.now())
+
+    settings.CONVERSATIONS = {"MESSAGE_THROTTLE_RATE": None, "MAX_STREAMS_PER_USER": 1}
+    cache.clear()
+    held = client.get(reverse("conversations:run-events", args=[busy.pk]))
+    assert held.status_code == 200  # ended, but not yet read: it holds the one slot
+    refused = post(client, demo_conversation, "third")
+    assert refused.status_code == 429 and refused.json()["code"] == "too_many_streams"
+    assert Run.objects.filter(conversation=demo_conversation).count() == 1  # none started
+    b"".join(held.streaming_content)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_workers_the_answer_follows_the_queued_run(
+    client, demo_conversation, settings, broker
+):
+    settings.CONVERSATIONS = {"MESSAGE_THROTTLE_RATE": None, "EXECUTOR": "celery"}
+    before = broker.waiting()
+    response = post(client, demo_conversation, "hi")
+    assert response.status_code == 200
+    assert broker.waiting() == before + 1  # handed to the queue, which no worker reads here
+    chunks = iter(response.streaming_content)
+    next(chunks)  # retry
+    started = parse(next(chunks))
+    assert [e["event"] for e in started] == ["run_started"]
+    run_id = started[0]["data"]["run"]["id"]
+    Run.objects.filter(pk=run_id).update(status=Run.Status.CANCELLED, finished_at=timezone.now())
+    events.publish(run_id, events.CHANGED)
+    assert [e["event"] for e in parse(b"".join(chunks))] == ["run_finished"]
