@@ -7,6 +7,7 @@ specialises the shared strategy instead of copying it.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -201,7 +202,6 @@ def import_bodies(
     )
 
 
-
 # Model answers, for the streaming property tests -----------------------------------
 
 # Characters a stream carries in UTF-8 and the store keeps: any plane, no NUL, no lone surrogate.
@@ -276,7 +276,7 @@ def pieces(draw: st.DrawFn, text: str, *, max_pieces: int = 6) -> list[str]:
     """``text`` cut into consecutive pieces (at least one, possibly empty) that join back to it."""
     points = sorted(draw(st.lists(st.integers(0, len(text)), max_size=max_pieces - 1)))
     edges = [0, *points, len(text)]
-    return [text[start:end] for start, end in zip(edges, edges[1:], strict=False)]
+    return [text[start:end] for start, end in itertools.pairwise(edges)]
 
 
 byte_cuts = st.lists(st.integers(min_value=0), max_size=12)

@@ -11,7 +11,7 @@ when they call tools, and older builds send calls without ids.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, assert_never
 
 from conversations.domain import (
@@ -36,7 +36,7 @@ from .base import (
 )
 from .conversion import require_offered_tool
 from .openai import call_candidates
-from .openai_stream import CallSlots, ReasoningText, stream_error
+from .openai_stream import ReasoningText, RebuildingParser, stream_error
 from .streaming import Delta
 
 __all__ = [
@@ -155,7 +155,7 @@ def _finish_reason(done_reason: Any, has_calls: bool) -> str:
     return done_reason  # "stop" and "length" already mean what OpenAI's do
 
 
-class OllamaStreamParser:
+class OllamaStreamParser(RebuildingParser):
     """One streamed ``/api/chat`` answer: NDJSON lines, the last with ``done: true``.
 
     Each line's ``message`` holds the next piece of ``content`` and
@@ -165,20 +165,8 @@ class OllamaStreamParser:
     ``parse_response``.
     """
 
-    def __init__(
-        self,
-        *,
-        parse: Callable[..., CompletionResponse],
-        redact: Callable[[str], str],
-        known_ids: Collection[str] = (),
-        tools: Sequence[ToolSpec] = (),
-    ) -> None:
-        self._parse = parse
-        self._redact = redact
-        self._known_ids = known_ids
-        self._tools = tools
-        self._slots = CallSlots(known_ids)
-        self._content: list[str] = []
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._thinking = ReasoningText()
         self._calls: list[dict[str, Any]] = []
         self._final: Mapping[str, Any] | None = None
@@ -242,7 +230,7 @@ class OllamaStreamParser:
             "model": self._model,
             "message": message,
         }
-        return self._parse(body, known_ids=self._known_ids, tools=self._tools)
+        return self._parsed(body)
 
 
 # The adapter ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ from conversations.exceptions import ProviderResponseError
 from .conversion import fresh_call_id
 from .streaming import Delta
 
-__all__ = ["CallSlots", "OpenAIStreamParser", "ReasoningText", "stream_error"]
+__all__ = ["CallSlots", "OpenAIStreamParser", "ReasoningText", "RebuildingParser", "stream_error"]
 
 Parse = Callable[..., CompletionResponse]
 
@@ -87,6 +87,32 @@ def stream_error(provider: str, error: Any, redact: Callable[[str], str]) -> Pro
     return ProviderResponseError(f"{provider}: the stream reported an error: {redact(str(detail))}")
 
 
+class RebuildingParser:
+    """What the adapters' stream parsers share: the body they rebuild is parsed as a whole one.
+
+    ``parse`` is the adapter's ``parse_response``; ``known_ids`` and ``tools``
+    are handed to it as they would be for a whole answer.
+    """
+
+    def __init__(
+        self,
+        *,
+        parse: Parse,
+        redact: Callable[[str], str],
+        known_ids: Collection[str] = (),
+        tools: Sequence[Any] = (),
+    ) -> None:
+        self._parse = parse
+        self._redact = redact
+        self._known_ids = known_ids
+        self._tools = tools
+        self._slots = CallSlots(known_ids)
+        self._content: list[str] = []
+
+    def _parsed(self, body: Mapping[str, Any]) -> CompletionResponse:
+        return self._parse(body, known_ids=self._known_ids, tools=self._tools)
+
+
 @dataclass
 class _Call:
     vendor_id: str | None = None
@@ -96,7 +122,7 @@ class _Call:
     call_id: str | None = None
 
 
-class OpenAIStreamParser:
+class OpenAIStreamParser(RebuildingParser):
     """One streamed Chat Completions answer; see the module docstring."""
 
     def __init__(
@@ -108,13 +134,8 @@ class OpenAIStreamParser:
         known_ids: Collection[str] = (),
         tools: Sequence[Any] = (),
     ) -> None:
+        super().__init__(parse=parse, redact=redact, known_ids=known_ids, tools=tools)
         self._provider = provider
-        self._parse = parse
-        self._redact = redact
-        self._known_ids = known_ids
-        self._tools = tools
-        self._slots = CallSlots(known_ids)
-        self._content: list[str] = []
         self._refusal: list[str] = []
         self._reasoning = {key: ReasoningText() for key in _REASONING_KEYS}
         self._reasoning_key: str | None = None
@@ -225,7 +246,7 @@ class OpenAIStreamParser:
             raise ProviderResponseError(
                 f"{self._provider}: the stream ended without {missing}; the answer is incomplete"
             )
-        return self._parse(self.body(), known_ids=self._known_ids, tools=self._tools)
+        return self._parsed(self.body())
 
     def body(self) -> dict[str, Any]:
         """The Chat Completions body the service would have sent whole."""

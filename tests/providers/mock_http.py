@@ -8,6 +8,7 @@ one request more fails the test), and keeps every request it saw.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -126,4 +127,4 @@ def cut(data: bytes, points: Iterable[int]) -> list[bytes]:
     size = max(len(data), 1)
     marks = sorted(point % (size + 1) for point in points)
     edges = [0, *marks, len(data)]
-    return [data[start:end] for start, end in zip(edges, edges[1:], strict=False)]
+    return [data[start:end] for start, end in itertools.pairwise(edges)]

@@ -83,7 +83,9 @@ def test_the_demo_streams_word_by_word_with_a_pause_before_each_piece():
 
 def test_the_demo_streams_arguments_in_a_few_pieces():
     text = '/call lookup {"query": "a long enough query"}'
-    events = list(DemoProvider().stream([ChatMessage.user(text)], tools=[ToolSpec("lookup")], options=OPTIONS))
+    events = list(
+        DemoProvider().stream([ChatMessage.user(text)], tools=[ToolSpec("lookup")], options=OPTIONS)
+    )
     pieces = [e for e in events if isinstance(e, ToolCallDelta)]
     assert len(pieces) == 3
     assert (pieces[0].id, pieces[0].name) == (events[-1].tool_calls[0].id, "lookup")
@@ -110,7 +112,9 @@ responses = st.builds(
         usage=Usage(3, 4),
         finish_reason="tool_calls" if calls else "stop",
         provider="scripted",
-        tool_calls=tuple(ToolCall(id=f"c{i}", name=n, arguments=a) for i, (n, a) in enumerate(calls))
+        tool_calls=tuple(
+            ToolCall(id=f"c{i}", name=n, arguments=a) for i, (n, a) in enumerate(calls)
+        )
         or None,
         thinking=thinking or None,
     ),
@@ -168,6 +172,8 @@ def test_a_scripted_exception_is_raised_before_anything_is_yielded():
 
 
 def test_a_callable_entry_streams_its_answer():
-    provider = ScriptedProvider([lambda messages, tools, options: scripted_text(messages[-1].content)])
+    provider = ScriptedProvider(
+        [lambda messages, tools, options: scripted_text(messages[-1].content)]
+    )
     events = list(provider.stream([ChatMessage.user("echo")], options=OPTIONS))
     assert events == [TextDelta("echo"), scripted_text("echo")]

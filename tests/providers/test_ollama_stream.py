@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conversations.domain import ChatMessage, ToolCall, ToolCallDelta
+from conversations.domain import ChatMessage, CompletionResponse, ToolCall, ToolCallDelta
 from conversations.exceptions import ProviderResponseError
 from conversations.providers.base import CompletionOptions
 from conversations.providers.ollama import OllamaProvider
@@ -64,7 +64,11 @@ def ndjson_streams(draw: st.DrawFn, answer: Answer) -> bytes:
 
     def line(message: dict[str, Any], **extra: Any) -> dict[str, Any]:
         base = {"model": answer.model, "created_at": STAMP}
-        return base | {"message": {"role": "assistant", "content": ""} | message, "done": False} | extra
+        return (
+            base
+            | {"message": {"role": "assistant", "content": ""} | message, "done": False}
+            | extra
+        )
 
     lines = [line({"thinking": p}) for p in draw(pieces(answer.reasoning))]
     lines += [line({"content": p}) for p in draw(pieces(answer.text))]
@@ -89,6 +93,29 @@ def test_a_streamed_answer_equals_the_same_answer_sent_whole(answer, data):
     events = list(adapter(recorder).stream(MESSAGES, options=OPTIONS))
     check_stream(events, whole)
     assert recorder.bodies[0]["stream"] is True
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=answers(raw=False, max_calls=2), data=st.data())
+def test_a_stream_cut_short_is_retried_or_an_error_never_another_answer(answer, data):
+    whole = adapter(Recorder(httpx.Response(200, json=whole_body(answer)))).complete(
+        MESSAGES, options=OPTIONS
+    )
+    raw = data.draw(ndjson_streams(answer))
+    end = data.draw(st.integers(0, len(raw) - 1))
+    fail = data.draw(st.sampled_from([None, httpx.ReadError("reset")]))
+    short = streamed(cut(raw[:end], data.draw(byte_cuts)), fail=fail)
+    recorder = Recorder(short, streamed([raw]), strict=True)
+    events: list[Any] = []
+    try:
+        events.extend(adapter(recorder, max_retries=1).stream(MESSAGES, options=OPTIONS))
+    except ProviderResponseError:
+        # Only once something was shown: before that, the request is sent again.
+        assert events and not any(isinstance(e, CompletionResponse) for e in events)
+        assert len(recorder.requests) == 1
+    else:
+        # Retried before anything was shown, or only the last line break was missing.
+        check_stream(events, whole)
 
 
 def test_the_stream_payload_is_the_whole_one_with_stream_true():

@@ -16,7 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conversations.domain import ChatMessage, CompletionResponse, TextDelta, ToolCallDelta
+from conversations.domain import (
+    ChatMessage,
+    CompletionResponse,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+)
 from conversations.exceptions import ProviderResponseError
 from conversations.providers.base import CompletionOptions
 from conversations.providers.openai import PRESETS, OpenAIProvider
@@ -154,6 +160,29 @@ def test_a_streamed_answer_equals_the_same_answer_sent_whole(answer, preset, dat
     assert ("stream_options" in body) == usage_chunk
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=answers(max_calls=2), data=st.data())
+def test_a_stream_cut_short_is_retried_or_an_error_never_another_answer(answer, data):
+    whole = adapter(Recorder(httpx.Response(200, json=whole_body(answer)))).complete(
+        MESSAGES, options=OPTIONS
+    )
+    raw = data.draw(sse_streams(answer, usage_chunk=True))
+    end = data.draw(st.integers(0, len(raw) - 1))
+    fail = data.draw(st.sampled_from([None, httpx.ReadError("reset")]))
+    short = streamed(cut(raw[:end], data.draw(byte_cuts)), fail=fail)
+    recorder = Recorder(short, streamed([raw]), strict=True)
+    events: list[Any] = []
+    try:
+        events.extend(adapter(recorder, max_retries=1).stream(MESSAGES, options=OPTIONS))
+    except ProviderResponseError:
+        # Only once something was shown: before that, the request is sent again.
+        assert events and not any(isinstance(e, CompletionResponse) for e in events)
+        assert len(recorder.requests) == 1
+    else:
+        # Retried before anything was shown, or only the last line break was missing.
+        check_stream(events, whole)
+
+
 def test_stream_payload_is_the_whole_payload_asking_for_a_stream_and_its_usage():
     provider = adapter(Recorder(httpx.Response(200)))
     whole = provider.build_payload(MESSAGES, (), OPTIONS)
@@ -199,25 +228,22 @@ def sse(*chunks: Any, done: bool = True) -> bytes:
 
 
 def delta_chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]} | extra
+    return {
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    } | extra
 
 
 def play(raw: bytes, known: tuple[str, ...] = (), **kwargs: Any) -> list[Any]:
     recorder = Recorder(streamed([raw]), strict=True)
     messages = list(MESSAGES)
     if known:
-        messages.append(ChatMessage.assistant_tool_calls([_call(i) for i in known]))
+        messages.append(ChatMessage.assistant_tool_calls([ToolCall(id=i, name="f") for i in known]))
         messages += [ChatMessage.tool_result(i, "ok") for i in known]
     return list(adapter(recorder, **kwargs).stream(messages, options=OPTIONS))
 
 
-def _call(call_id: str) -> Any:
-    from conversations.domain import ToolCall
-
-    return ToolCall(id=call_id, name="f")
-
-
-def test_missing_and_reused_ids_get_fresh_ones_that_the_deltas_already_use(caplog):
+def test_missing_and_reused_ids_get_fresh_ones_that_the_deltas_already_use():
     raw = sse(
         delta_chunk({"tool_calls": [{"index": 0, "function": {"name": "a", "arguments": "{}"}}]}),
         delta_chunk({"tool_calls": [{"index": 1, "id": "dup", "function": {"name": "b"}}]}),

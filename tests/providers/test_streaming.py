@@ -60,7 +60,9 @@ def test_other_unicode_line_separators_stay_inside_the_line():
     assert list(iter_lines(["a\u2028b\x85c\n".encode()])) == ["a\u2028b\x85c"]
 
 
-@given(lines=st.lists(answer_text.filter(lambda t: "\r" not in t and "\n" not in t)), cuts=byte_cuts)
+@given(
+    lines=st.lists(answer_text.filter(lambda t: "\r" not in t and "\n" not in t)), cuts=byte_cuts
+)
 def test_lines_survive_any_cut(lines, cuts):
     data = "".join(line + "\r\n" for line in lines).encode()
     assert list(iter_lines(cut(data, cuts))) == lines
@@ -165,9 +167,7 @@ def test_a_stream_without_its_end_is_a_bad_response():
         list(provider.stream(MESSAGES, options=OPTIONS))
 
 
-@pytest.mark.parametrize(
-    ("status", "headers"), [(429, {"retry-after": "1"}), (500, {}), (503, {})]
-)
+@pytest.mark.parametrize(("status", "headers"), [(429, {"retry-after": "1"}), (500, {}), (503, {})])
 def test_a_refusal_before_the_stream_is_retried(status, headers):
     refused = httpx.Response(status, headers=headers, json={"error": {"message": "busy"}})
     provider, recorder, sleeps = openai(refused, streamed(GOOD))
