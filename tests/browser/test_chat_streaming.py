@@ -98,9 +98,7 @@ def test_the_answer_grows_while_the_run_is_active(live_server, slow_demo, browse
     assert page.errors == []
 
 
-def test_a_reload_while_streaming_picks_up_the_answer_so_far(
-    live_server, slow_demo, browser, page
-):
+def test_a_reload_while_streaming_picks_up_the_answer_so_far(live_server, slow_demo, browser, page):
     log_in(page, live_server.url)
     ask(page, "demo", HELLO)
     before = grown(page, grown(page, ""))
@@ -171,4 +169,3 @@ def test_a_run_waiting_for_a_worker_says_queued_and_stop_ends_it(
     expect(progress).to_be_hidden()
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     assert page.errors == []
-
