@@ -364,22 +364,14 @@ class ConversationRunsView(ConversationsAPIView):
         summary="List the runs of a conversation",
         description="Newest first; `status` keeps only runs that ended (or are) so.",
         parameters=[RunListQuerySerializer],
-        responses={
-            200: RunSerializer(many=True),
-            400: ERR_400_LIST,
-            404: ERR_404,
-            **AUTH_ERRORS,
-        },
+        responses={200: RunSerializer(many=True), 400: ERR_400_LIST, 404: ERR_404, **AUTH_ERRORS},
         tags=["runs"],
     )
     def get(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
-        query = self.query(RunListQuerySerializer)
-        runs = conversation.runs.all()
-        if query.get("status"):
-            runs = runs.filter(status__in=query["status"])
-        runs = selectors.runs_with_calls(runs=runs)
-        page = self.paginate_queryset(runs)
+        statuses = self.query(RunListQuerySerializer).get("status")
+        runs = conversation.runs.filter(status__in=statuses or Run.Status.values)
+        page = self.paginate_queryset(selectors.runs_with_calls(runs=runs))
         return self.get_paginated_response(RunSerializer(page, many=True).data)
 
 
