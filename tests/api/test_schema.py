@@ -21,6 +21,7 @@ OPERATIONS = {
     ("/api/conversations/{conversation_id}/", "delete"): {"204", "401", "403", "404", "409"},
     ("/api/conversations/{conversation_id}/messages/", "get"): {"200", "400", "401", "403", "404"},
     ("/api/conversations/{conversation_id}/messages/", "post"): {
+        "200",  # with Accept: text/event-stream
         "201",
         "202",
         "400",
@@ -111,8 +112,11 @@ WITHOUT_BODY = {
     ("/api/tool-calls/{tool_call_id}/approve/", "post"),
     ("/api/conversations/{conversation_id}/regenerate/", "post"),
 }
-DOWNLOADS = {("/api/export/", "get", "200"): "application/jsonl"}
-"""Answers that are files, not JSON: their media type."""
+DOWNLOADS = {
+    ("/api/export/", "get", "200"): "application/jsonl",
+    ("/api/conversations/{conversation_id}/messages/", "post", "200"): "text/event-stream",
+}
+"""Answers that are files or streams, not JSON: their media type."""
 """Unsafe operations that take no request body."""
 
 
