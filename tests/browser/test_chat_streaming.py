@@ -112,6 +112,47 @@ def test_a_reload_while_streaming_picks_up_the_answer_so_far(live_server, slow_d
     assert page.errors == []
 
 
+RECORD_LIVE_CARDS = """() => {
+    window.liveCards = [];
+    new MutationObserver(() => {
+        for (const card of document.querySelectorAll(".llm-live details.llm-tool")) {
+            window.liveCards.push([
+                card.dataset.status,
+                card.querySelector(".llm-tool-name").textContent,
+                card.querySelector(".llm-tool-arguments").textContent,
+            ]);
+        }
+    }).observe(document.getElementById("llm-transcript"), {
+        subtree: true, childList: true, characterData: true,
+    });
+}"""
+"""Records every state of the in-progress tool cards (a mutation observer misses none)."""
+
+
+def test_a_tool_card_appears_and_fills_in_while_its_call_streams(
+    live_server, slow_demo, browser, page
+):
+    log_in(page, live_server.url)
+    page.evaluate(RECORD_LIVE_CARDS)
+    ask(page, "demo", "What's the weather in Leipzig?")
+
+    # The stored call with its result, and the answer.
+    stored = page.locator(".llm-msg-assistant:not(.llm-live) details.llm-tool .llm-badge")
+    expect(stored).to_have_text("succeeded", timeout=TIMEOUT_MS)
+    answer = page.locator(".llm-msg-assistant:not(.llm-live) .llm-msg-text")
+    expect(answer).to_contain_text("In Leipzig it is", timeout=TIMEOUT_MS)
+    expect(page.locator(".llm-live")).to_have_count(0)
+
+    # Before that, the card streamed: named, its arguments growing piece by piece.
+    seen = page.evaluate("window.liveCards")
+    assert {(status, name) for status, name, _ in seen} == {("streaming", "get_weather")}
+    arguments = list(dict.fromkeys(text for _, _, text in seen))
+    assert len(arguments) >= 2 and "Leipzig" in arguments[-1]
+    for shorter, longer in itertools.pairwise(arguments):
+        assert longer.startswith(shorter)
+    assert page.errors == []
+
+
 def test_stop_cancels_a_slow_run(live_server, slow_demo, browser, page):
     log_in(page, live_server.url)
     ask(page, "demo", HELLO)
