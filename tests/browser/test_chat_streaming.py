@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 
 import pytest
 from django.core.management import call_command
@@ -150,6 +151,40 @@ def test_a_tool_card_appears_and_fills_in_while_its_call_streams(
     assert len(arguments) >= 2 and "Leipzig" in arguments[-1]
     for shorter, longer in itertools.pairwise(arguments):
         assert longer.startswith(shorter)
+    assert page.errors == []
+
+
+def test_a_dropped_stream_resumes_after_the_last_stored_event(live_server, demo, browser, page):
+    """The POST's stream ends after ``run_started``: the page asks GET events/ for the rest."""
+    cut: dict[str, str] = {}
+
+    def cut_short(route):
+        if route.request.method != "POST":
+            route.continue_()
+            return
+        response = route.fetch()
+        body = response.text()
+        end = body.index("\n\n", body.index("event: run_started")) + 2
+        cut["id"] = re.search(r"id: (\d+)\nevent: run_started", body).group(1)
+        route.fulfill(response=response, body=body[:end])
+
+    resumed: list[str | None] = []
+    page.on(
+        "request",
+        lambda request: (
+            "/events/" in request.url and resumed.append(request.headers.get("last-event-id"))
+        ),
+    )
+    log_in(page, live_server.url)
+    page.route("**/messages/", cut_short)
+    ask(page, "demo", "What's the weather in Leipzig?")
+
+    answer = page.locator(".llm-msg-assistant .llm-msg-text")
+    expect(answer).to_contain_text("In Leipzig it is", timeout=TIMEOUT_MS)
+    expect(page.locator("details.llm-tool .llm-badge")).to_have_text("succeeded")
+    expect(page.locator(".llm-msg-user")).to_have_count(1)
+    assert resumed == [cut["id"]]
+    expect(page.locator("#llm-alert")).to_be_hidden()
     assert page.errors == []
 
 
