@@ -96,6 +96,13 @@ def test_the_answer_grows_while_the_run_is_active(live_server, slow_demo, browse
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     expect(page.locator(".llm-run")).to_have_count(0)
     assert samples[-1] in (answer.text_content() or "")
+
+    # The next message of the same page streams too.
+    box = page.get_by_role("textbox", name="Message")
+    box.fill(HELLO)
+    box.press("Enter")
+    grown(page, grown(page, ""))
+    expect(answer).to_have_count(2, timeout=TIMEOUT_MS)
     assert page.errors == []
 
 

@@ -449,6 +449,7 @@ window.LLMChatStream = (() => {
      */
     async function follow({ conversationId, run, response, progress }) {
       following = { conversationId, run: run || {}, lastId: null, progress };
+      live.seq = -1; // a run's deltas count from its start
       page.stopButton.disabled = false;
       setRun(run);
       let failures = 0;
