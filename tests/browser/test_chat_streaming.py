@@ -175,22 +175,18 @@ def test_a_dropped_stream_resumes_after_the_last_stored_event(live_server, demo,
         cut["id"] = re.search(r"id: (\d+)\nevent: run_started", body).group(1)
         route.fulfill(response=response, body=body[:end])
 
-    resumed: list[str | None] = []
-    page.on(
-        "request",
-        lambda request: (
-            "/events/" in request.url and resumed.append(request.headers.get("last-event-id"))
-        ),
-    )
     log_in(page, live_server.url)
     page.route("**/messages/", cut_short)
-    ask(page, "demo", "What's the weather in Leipzig?")
+    # (Polls run until the POST answers: the transcript alone does not show the resumption.)
+    with page.expect_request(lambda request: "/events/" in request.url) as resumed:
+        ask(page, "demo", "What's the weather in Leipzig?")
+    assert resumed.value.headers.get("last-event-id") == cut["id"]
 
     answer = page.locator(".llm-msg-assistant .llm-msg-text")
     expect(answer).to_contain_text("In Leipzig it is", timeout=TIMEOUT_MS)
     expect(page.locator("details.llm-tool .llm-badge")).to_have_text("succeeded")
     expect(page.locator(".llm-msg-user")).to_have_count(1)
-    assert resumed == [cut["id"]]
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
     expect(page.locator("#llm-alert")).to_be_hidden()
     assert page.errors == []
 
