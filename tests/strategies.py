@@ -202,6 +202,97 @@ def import_bodies(
     )
 
 
+# Streamed answers ------------------------------------------------------------------
+
+
+def _spans(length: int, points: list[int]) -> list[tuple[int, int]]:
+    cuts = sorted({point % (length + 1) for point in points})
+    return list(itertools.pairwise([0, *cuts, length]))
+
+
+def split_text(text: str, points: list[int]) -> list[str]:
+    """``text`` cut at ``points`` (taken modulo its length + 1); the pieces join to ``text``."""
+    return [text[start:end] for start, end in _spans(len(text), points)]
+
+
+def split_bytes(data: bytes, points: list[int]) -> list[bytes]:
+    """``data`` cut at ``points`` like :func:`split_text`, as a transport may deliver it."""
+    return [data[start:end] for start, end in _spans(len(data), points)]
+
+
+def split_list(items: list[Any], points: list[int]) -> list[list[Any]]:
+    """``items`` cut at ``points`` like :func:`split_text` (pieces may be empty)."""
+    return [items[start:end] for start, end in _spans(len(items), points)]
+
+
+cut_points = st.lists(st.integers(min_value=0, max_value=2**16), max_size=12)
+"""Where to cut a text or a byte stream (see :func:`split_text`, :func:`split_bytes`)."""
+
+
+@st.composite
+def answer_pieces(draw: st.DrawFn, text: st.SearchStrategy[str] | None = None) -> list[str]:
+    """A text (possibly empty) as the pieces a stream sends it in."""
+    whole = draw(storable_text if text is None else text)
+    return split_text(whole, draw(cut_points))
+
+
+wire_call_ids: st.SearchStrategy[str | None] = st.text(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", min_size=1, max_size=12
+)
+"""Call ids every vendor accepts as they are."""
+wire_tool_names = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
+"""Tool names every vendor accepts as they are."""
+opaque_signatures = st.text("abcdefABCDEF0123456789+/=", min_size=1, max_size=40)
+"""Signatures of reasoning (opaque base64 text)."""
+
+
+@st.composite
+def streamed_answers(
+    draw: st.DrawFn,
+    *,
+    ids: st.SearchStrategy[str | None] = wire_call_ids,
+    names: st.SearchStrategy[str] = wire_tool_names,
+    signatures: st.SearchStrategy[str] = opaque_signatures,
+    max_calls: int = 3,
+) -> dict[str, Any]:
+    """One answer, vendor-neutral, for rendering as a whole body and as a stream.
+
+    ``{"reasoning": [pieces], "signature": str | None, "text": [pieces],
+    "calls": [{"id", "name", "arguments": object, "pieces": [argument JSON pieces]}],
+    "usage": {"input", "output", "cached"}}``. Call ids are unique (``ids`` may
+    draw ``None``: the vendor sent none); the argument pieces join to the
+    compact JSON of the arguments (empty arguments may come as no pieces).
+    """
+    calls: list[dict[str, Any]] = []
+    used: set[str] = set()
+    for _ in range(draw(st.integers(0, max_calls))):
+        call_id = draw(ids.filter(lambda i: i not in used))
+        if call_id is not None:
+            used.add(call_id)
+        arguments = draw(
+            argument_objects(
+                storable_text, json_values(json_scalars(storable_text), storable_text, max_leaves=8)
+            )
+        )
+        compact = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+        pieces = (
+            [] if not arguments and draw(st.booleans()) else split_text(compact, draw(cut_points))
+        )
+        calls.append({"id": call_id, "name": draw(names), "arguments": arguments, "pieces": pieces})
+    reasoning = draw(answer_pieces())
+    return {
+        "reasoning": reasoning,
+        "signature": draw(signatures) if "".join(reasoning) or draw(st.booleans()) else None,
+        "text": draw(answer_pieces()),
+        "calls": calls,
+        "usage": {
+            "input": draw(st.integers(0, 10**6)),
+            "output": draw(st.integers(0, 10**6)),
+            "cached": draw(st.integers(0, 10**6)),
+        },
+    }
+
+
 # Model answers, for the streaming property tests -----------------------------------
 
 # Characters a stream carries in UTF-8 and the store keeps: any plane, no NUL, no lone surrogate.

@@ -29,11 +29,16 @@ Thinking blocks (with their signatures) are kept in the response's
 ``provider_metadata`` as ``{"anthropic": {"thinking_blocks": [...]}}`` and
 replayed before the turn's ``tool_use`` blocks: Anthropic requires them there
 when extended thinking is on, and ignores them otherwise.
+
+A streamed answer (``"stream": true``) is read by
+:class:`~conversations.providers.anthropic_stream.AnthropicStreamParser`, which
+rebuilds the whole body and parses it here.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -50,6 +55,7 @@ from conversations.domain import (
 )
 from conversations.exceptions import ProviderResponseError
 
+from .anthropic_stream import AnthropicStreamParser
 from .base import (
     CompletionOptions,
     HTTPProvider,
@@ -433,6 +439,15 @@ class AnthropicProvider(HTTPProvider):
             provider_metadata=(
                 {METADATA_KEY: {"thinking_blocks": thinking_blocks}} if thinking_blocks else {}
             ),
+        )
+
+    def stream_parser(
+        self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
+    ) -> AnthropicStreamParser:
+        """A parser for one streamed answer; its response is :meth:`parse_response`'s."""
+        parse = functools.partial(self.parse_response, known_ids=known_ids, tools=tools)
+        return AnthropicStreamParser(
+            parse, known_ids=known_ids, redact=self._redact, provider=self.provider_name
         )
 
     def _url(self, options: CompletionOptions) -> str:

@@ -239,8 +239,9 @@ class HTTPProvider:
         tools: Sequence[ToolSpec],
         options: CompletionOptions,
     ) -> dict[str, Any]:
-        """The JSON body asking for a streamed answer (pure)."""
-        raise NotImplementedError
+        """The JSON body asking for a streamed answer (pure): by default the whole
+        request's body with ``"stream": true``."""
+        return {**self.build_payload(messages, tools, options), "stream": True}
 
     def _stream_url(self, options: CompletionOptions) -> str:
         return self._url(options)

@@ -32,12 +32,15 @@ HTTP 400 otherwise, per the generateContent reference and its error messages):
   in a response are mapped back to the real name.
 
 The model id goes into the URL path, so it is validated first; the key travels
-only in the ``x-goog-api-key`` header, never in the URL.
+only in the ``x-goog-api-key`` header, never in the URL. A streamed answer
+(``:streamGenerateContent?alt=sse``) is merged back into one body by
+:class:`~conversations.providers.gemini_stream.GeminiStreamParser`.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -63,11 +66,13 @@ from .base import (
     join_system_messages,
     token_count,
 )
+from .gemini_stream import GeminiStreamParser
 from .gemini_tools import (
     check_function_names,
     gemini_function_declarations,
     gemini_function_name,
     gemini_tool_config,
+    native_call_metadata,
 )
 from .pairing import OwedResults
 
@@ -432,7 +437,7 @@ class GeminiProvider(HTTPProvider):
                 # Code execution and inline data: we offer no such tools.
                 logger.warning("gemini response: ignored a part with keys %s", sorted(part))
         calls = assign_call_ids(candidates, known_ids=known_ids, provider=self.provider_name)
-        native = _native_metadata(calls, candidates, signatures)
+        native = native_call_metadata(calls, candidates, signatures)
         thinking = "".join(thoughts)
         return CompletionResponse(
             content="".join(texts),
@@ -445,32 +450,33 @@ class GeminiProvider(HTTPProvider):
             provider_metadata={METADATA_KEY: {"calls": native}} if native else {},
         )
 
+    def build_stream_payload(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: CompletionOptions,
+    ) -> dict[str, Any]:
+        """The same body as :meth:`build_payload`: the URL asks for the stream."""
+        return self.build_payload(messages, tools, options)
+
+    def stream_parser(
+        self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
+    ) -> GeminiStreamParser:
+        """A parser for one streamed answer; its response is :meth:`parse_response`'s."""
+        return GeminiStreamParser(
+            functools.partial(self.parse_response, known_ids=known_ids, tools=tools),
+            known_ids=known_ids,
+            real_names={gemini_function_name(spec.name): spec.name for spec in tools},
+            redact=self._redact,
+            metadata_key=METADATA_KEY,
+        )
+
     def _url(self, options: CompletionOptions) -> str:
         return f"{self.base_url}/models/{gemini_model_path(options.model)}:generateContent"
 
+    def _stream_url(self, options: CompletionOptions) -> str:
+        model = gemini_model_path(options.model)
+        return f"{self.base_url}/models/{model}:streamGenerateContent?alt=sse"
+
     def _auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._api_key or ""}
-
-
-def _native_metadata(
-    calls: Sequence[ToolCall] | None,
-    candidates: Sequence[tuple[str | None, str, Any]],
-    signatures: Sequence[str | None],
-) -> dict[str, dict[str, str]]:
-    """``{our_call_id: {"id"?, "thought_signature"?}}`` for the calls Gemini marked."""
-    # assign_call_ids drops exactly the nameless candidates, in order.
-    kept = [
-        (native_id, signature)
-        for (native_id, name, _), signature in zip(candidates, signatures, strict=True)
-        if name
-    ]
-    native: dict[str, dict[str, str]] = {}
-    for call, (native_id, signature) in zip(calls or (), kept, strict=True):
-        entry: dict[str, str] = {}
-        if native_id is not None:
-            entry["id"] = native_id
-        if signature is not None:
-            entry["thought_signature"] = signature
-        if entry:
-            native[call.id] = entry
-    return native

@@ -1,4 +1,7 @@
-"""How Gemini is told about tools: names it accepts, ``functionDeclarations`` and ``toolConfig``."""
+"""How Gemini is told about tools: names it accepts, ``functionDeclarations`` and ``toolConfig``.
+
+Also what a response's calls keep for their replay (:func:`native_call_metadata`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-from conversations.domain import ChatMessage, InvalidArgumentError, ToolSpec
+from conversations.domain import ChatMessage, InvalidArgumentError, ToolCall, ToolSpec
 
 from .base import CompletionOptions, stable_alias
 from .conversion import require_offered_tool
@@ -18,6 +21,7 @@ __all__ = [
     "gemini_function_declarations",
     "gemini_function_name",
     "gemini_tool_config",
+    "native_call_metadata",
 ]
 
 _FUNCTION_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
@@ -95,3 +99,27 @@ def gemini_tool_config(
             require_offered_tool(name, tools)
             config = {"mode": "ANY", "allowedFunctionNames": [gemini_function_name(name)]}
     return {"functionCallingConfig": config}
+
+
+def native_call_metadata(
+    calls: Sequence[ToolCall] | None,
+    candidates: Sequence[tuple[str | None, str, Any]],
+    signatures: Sequence[str | None],
+) -> dict[str, dict[str, str]]:
+    """``{our_call_id: {"id"?, "thought_signature"?}}`` for the calls Gemini marked."""
+    # assign_call_ids drops exactly the nameless candidates, in order.
+    kept = [
+        (native_id, signature)
+        for (native_id, name, _), signature in zip(candidates, signatures, strict=True)
+        if name
+    ]
+    native: dict[str, dict[str, str]] = {}
+    for call, (native_id, signature) in zip(calls or (), kept, strict=True):
+        entry: dict[str, str] = {}
+        if native_id is not None:
+            entry["id"] = native_id
+        if signature is not None:
+            entry["thought_signature"] = signature
+        if entry:
+            native[call.id] = entry
+    return native

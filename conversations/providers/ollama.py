@@ -315,15 +315,6 @@ class OllamaProvider(HTTPProvider):
 
     stream_format: ClassVar[Literal["sse", "ndjson"]] = "ndjson"
 
-    def build_stream_payload(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        options: CompletionOptions,
-    ) -> dict[str, Any]:
-        """:meth:`build_payload` with ``stream: true`` (the answer comes as NDJSON lines)."""
-        return {**self.build_payload(messages, tools, options), "stream": True}
-
     def stream_parser(
         self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
     ) -> OllamaStreamParser:

@@ -65,7 +65,8 @@ def fake_profile(monkeypatch):
             **provider_fields,
         )
         model = LanguageModel.objects.create(provider=provider, model_id="fake-model")
-        return Profile.objects.create(slug="fake", name="Fake", language_model=model)
+        # The fake server answers with whole JSON bodies, not streams.
+        return Profile.objects.create(slug="fake", name="Fake", language_model=model, stream=False)
 
     return make
 
