@@ -21,9 +21,9 @@ from conversations.services import decide_approval, uses_workers
 
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration
+from .responses import AUTH_ERRORS, ERR_401
 from .schema import NamedChoiceField, document
 from .serializers import ErrorSerializer, RunSerializer, ToolCallSerializer
-from .views import AUTH_ERRORS, ERR_401
 
 __all__ = [
     "ApprovalListView",

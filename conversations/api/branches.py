@@ -14,6 +14,8 @@ from conversations.services import branches as history
 from conversations.services import submit_message, uses_workers
 
 from .errors import blame_configuration
+from .responses import AUTH_ERRORS, ERR_400, ERR_404
+from .responses import error_response as _error
 from .schema import CREATED_LOCATION, document
 from .serializers import (
     ConversationSerializer,
@@ -21,7 +23,7 @@ from .serializers import (
     PostMessageResultSerializer,
 )
 from .throttling import MessageRateThrottle
-from .views import AUTH_ERRORS, ERR_400, ERR_404, _ConversationQueries, _error, run_answer
+from .views import _ConversationQueries, run_answer
 
 __all__ = ["BranchListView", "EditMessageView", "ForkView", "RegenerateView"]
 

@@ -11,8 +11,8 @@ from rest_framework.request import Request
 from conversations.selectors.export import conversation_lines
 
 from .base import ConversationsAPIView
+from .responses import AUTH_ERRORS
 from .schema import document
-from .views import AUTH_ERRORS
 
 __all__ = ["ExportAllView"]
 

@@ -21,8 +21,8 @@ from conversations.selectors.search import SearchFilters, highlight, query_words
 
 from .base import ConversationsAPIView
 from .errors import APIError, error_item
+from .responses import AUTH_ERRORS, ERR_400_LIST
 from .schema import document
-from .views import AUTH_ERRORS, ERR_400_LIST
 
 __all__ = ["SearchView"]
 

@@ -29,12 +29,20 @@ from .errors import APIError, blame_configuration, error_body, error_item, statu
 from .limits import check_import_values
 from .message_stream import answer_with_events, wants_event_stream
 from .pagination import ConversationPagination, MessagePagination, RunPagination
+from .responses import (
+    AUTH_ERRORS,
+    ERR_400,
+    ERR_400_LIST,
+    ERR_404,
+    ERR_409,
+    ERR_409_ENDED,
+)
+from .responses import error_response as _error
 from .schema import CREATED_LOCATION, EVENT_STREAM, document
 from .serializers import (
     ConversationInputSerializer,
     ConversationListQuerySerializer,
     ConversationSerializer,
-    ErrorSerializer,
     ImportInputSerializer,
     MessageInputSerializer,
     MessageListQuerySerializer,
@@ -61,23 +69,6 @@ __all__ = [
     "RunDetailView",
     "ToolListView",
 ]
-
-
-# Reusable schema pieces --------------------------------------------------------------
-
-
-def _error(description: str) -> OpenApiResponse:
-    return OpenApiResponse(ErrorSerializer, description=description)
-
-
-ERR_400 = _error("The request is not valid (code `invalid` or a domain code; see `errors`).")
-ERR_400_LIST = _error("Invalid query parameters (`invalid`) or cursor (`invalid_cursor`).")
-ERR_401 = _error("No valid credentials (`not_authenticated`, `authentication_failed`).")
-ERR_403 = _error("Refused (`permission_denied`, e.g. a missing CSRF token with a session).")
-ERR_404 = _error("No such object among yours (`not_found`).")
-ERR_409 = _error("A run is already running on this conversation (`conversation_busy`).")
-ERR_409_ENDED = _error("The run has already ended (`run_not_running`).")
-AUTH_ERRORS = {401: ERR_401, 403: ERR_403}
 
 
 def _failure_status(run: Run) -> int | None:
