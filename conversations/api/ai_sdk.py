@@ -35,11 +35,12 @@ from .ai_sdk_chunks import HEADERS, run_message_id, thinking_texts
 from .ai_sdk_stream import ChatStream
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_item, json_pointer
+from .responses import AUTH_ERRORS, ERR_404, ERR_409, error_response
 from .schema import NamedChoiceField, document
 from .serializers import MessageInputSerializer
 from .stream_slots import acquire_stream_slot, release_stream_slot, releasing, releasing_async
 from .throttling import MessageRateThrottle
-from .views import AUTH_ERRORS, ERR_404, ERR_409, _error, run_answer
+from .views import run_answer
 
 __all__ = ["ChatView", "chat_content", "start_chat_run", "ui_messages"]
 
@@ -316,19 +317,19 @@ class ChatView(ConversationsAPIView):
             (200, "text/event-stream"): OpenApiResponse(
                 OpenApiTypes.STR, description="The UI message stream of the run."
             ),
-            400: _error(
+            400: error_response(
                 "The body is not useChat's request (`invalid`, `required`, "
                 "`unsupported_trigger`, `unsupported_message_id`; located by `pointer`)."
             ),
             **AUTH_ERRORS,
             404: ERR_404,
             409: ERR_409,
-            413: _error("The new message is larger than allowed (`content_too_large`)."),
-            429: _error(
+            413: error_response("The new message is larger than allowed (`content_too_large`)."),
+            429: error_response(
                 "Too many messages (`throttled`) or event streams (`too_many_streams`), or a "
                 "blocking budget is used up (`budget_exceeded`)."
             ),
-            503: _error(
+            503: error_response(
                 "The profile is unusable (`configuration_error`, ...) or the task queue "
                 "refused the run (`executor_unavailable`)."
             ),

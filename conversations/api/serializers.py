@@ -189,6 +189,24 @@ class MessageListQuerySerializer(serializers.Serializer[Any]):
     )
 
 
+class RunListQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of a conversation's run list."""
+
+    status = serializers.CharField(
+        required=False,
+        help_text="Only runs with one of these statuses, comma-separated "
+        "(e.g. `failed,cancelled`).",
+    )
+
+    def validate_status(self, value: str) -> list[str]:
+        wanted = [item.strip() for item in value.split(",") if item.strip()]
+        unknown = sorted(set(wanted) - set(RunStatus.values))
+        if not wanted or unknown:
+            valid = ", ".join(RunStatus.values)
+            raise serializers.ValidationError(f"Unknown run status; valid statuses: {valid}.")
+        return wanted
+
+
 class MessageInputSerializer(serializers.Serializer[Any]):
     """A user message to answer."""
 
@@ -245,6 +263,13 @@ class RunSerializer(serializers.Serializer[Any]):
     cancel_requested = serializers.BooleanField(
         help_text="Someone asked the run to stop (`POST /runs/{id}/cancel/`)."
     )
+    claimed_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When a process (the request or a worker) took the run; null while it waits.",
+    )
+    queued = serializers.SerializerMethodField(
+        help_text="Running but not taken by any process yet: it waits for a worker."
+    )
     final_content = serializers.CharField()
     tool_calls = serializers.SerializerMethodField()
     cost = serializers.DecimalField(
@@ -257,6 +282,10 @@ class RunSerializer(serializers.Serializer[Any]):
         help_text="Model calls of the run whose price was unknown (not in `cost`)."
     )
     currency = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_queued(self, obj: Run) -> bool:
+        return obj.status == RunStatus.RUNNING and obj.claimed_at is None
 
     @extend_schema_field(serializers.CharField())
     def get_currency(self, obj: Run) -> str:

@@ -51,6 +51,7 @@ from .serializers import (
     ProfileSerializer,
     QueuedRunSerializer,
     RunFailureSerializer,
+    RunListQuerySerializer,
     RunSerializer,
     ToolSerializer,
 )
@@ -352,18 +353,16 @@ class ConversationRunsView(ConversationsAPIView):
     @document(
         operation_id="conversations_runs_list",
         summary="List the runs of a conversation",
-        responses={
-            200: RunSerializer(many=True),
-            400: ERR_400_LIST,
-            404: ERR_404,
-            **AUTH_ERRORS,
-        },
+        description="Newest first; `status` keeps only runs that ended (or are) so.",
+        parameters=[RunListQuerySerializer],
+        responses={200: RunSerializer(many=True), 400: ERR_400_LIST, 404: ERR_404, **AUTH_ERRORS},
         tags=["runs"],
     )
     def get(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
-        runs = selectors.runs_with_calls(runs=conversation.runs.all())
-        page = self.paginate_queryset(runs)
+        statuses = self.query(RunListQuerySerializer).get("status")
+        runs = conversation.runs.filter(status__in=statuses or Run.Status.values)
+        page = self.paginate_queryset(selectors.runs_with_calls(runs=runs))
         return self.get_paginated_response(RunSerializer(page, many=True).data)
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from conversations.models import Run
+from conversations.services import claim_run
 
 from .conftest import scripted_turn
 
@@ -96,3 +97,48 @@ def test_a_failed_run_shows_its_error(api, demo_conversation):
     assert body["status"] == "failed"
     assert body["error_code"] == "provider_http_error"
     assert body["error_message"] == "openai: HTTP 400: bad request"
+
+
+def test_a_run_no_process_took_yet_is_queued(api, running_run):
+    body = api.get(run_url(running_run)).json()
+    assert body["queued"] is True and body["claimed_at"] is None
+
+
+def test_a_claimed_run_is_not_queued(api, running_run):
+    assert claim_run(run=running_run)
+    claimed = api.get(run_url(running_run)).json()
+    assert claimed["queued"] is False and claimed["claimed_at"] is not None
+
+
+def test_an_ended_run_is_not_queued_even_unclaimed(api, demo_conversation):
+    run = Run.objects.create(
+        conversation=demo_conversation, status=Run.Status.CANCELLED, max_iterations=2
+    )
+    body = api.get(run_url(run)).json()
+    assert body["queued"] is False and body["claimed_at"] is None
+
+
+def test_runs_filtered_by_status(api, demo_conversation):
+    made = {
+        status: Run.objects.create(
+            conversation=demo_conversation, status=status, max_iterations=2
+        ).pk
+        for status in (Run.Status.COMPLETED, Run.Status.FAILED, Run.Status.CANCELLED)
+    }
+    body = api.get(runs_url(demo_conversation), {"status": "failed, cancelled"}).json()
+    assert {r["id"] for r in body["results"]} == {
+        str(made[Run.Status.FAILED]),
+        str(made[Run.Status.CANCELLED]),
+    }
+    everything = api.get(runs_url(demo_conversation)).json()["results"]
+    assert len(everything) == 3
+
+
+@pytest.mark.parametrize("value", ["finished", "failed,nope", ","])
+def test_an_unknown_status_filter_is_a_clear_400(api, demo_conversation, value):
+    response = api.get(runs_url(demo_conversation), {"status": value})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid"
+    assert [item["parameter"] for item in body["errors"]] == ["status"]
+    assert "valid statuses: running, completed" in body["errors"][0]["detail"]

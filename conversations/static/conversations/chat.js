@@ -5,16 +5,13 @@
  * only ever put into the page as text (text nodes / textContent), never as
  * HTML, so a model cannot inject markup or script.
  *
- * While a message is being answered, the tool calls appear as they are stored:
- * - the POST runs the whole tool loop (executor "inline", answer 201): the page
- *   polls GET messages/?after=N meanwhile, and the POST's answer then replaces
- *   what the polls showed with the final state;
- * - a worker runs it (executor "celery", answer 202): the page follows the
- *   run's Server-Sent Events (GET runs/ID/events/, EventSource; the browser
- *   resumes with Last-Event-ID after a network hiccup), or polls the run when
- *   EventSource is missing or the stream fails.
- * A conversation opened while one of its runs is still running is followed
- * the same way.
+ * While a message is being answered, the page follows the run live (see
+ * chat-stream.js, loaded first): the POST asks for the run's event stream;
+ * a server that answers JSON instead either ran the whole loop (201: the
+ * page polled GET messages/?after=N meanwhile) or queued it for a worker
+ * (202: the page follows GET runs/ID/events/). When no stream can be read,
+ * the page polls the run. A conversation opened while one of its runs is
+ * still running is followed the same way.
  *
  * A call held for a human decision shows approve and reject buttons when the
  * user may decide it (GET approvals/ lists those); deciding the last one of a
@@ -24,6 +21,8 @@
   "use strict";
 
   const POLL_MS = 700;
+  // The run's event stream when the server offers it for a POST, else its JSON answer.
+  const STREAM_ACCEPT = "text/event-stream, application/json;q=0.9";
   const TITLE_LENGTH = 80;
   const NARROW = "(max-width: 760px)";
 
@@ -48,6 +47,7 @@
     profile: $("llm-profile"),
     progress: $("llm-progress"),
     send: $("llm-send"),
+    stop: $("llm-stop"),
     subtitle: $("llm-subtitle"),
     title: $("llm-title"),
     transcript: $("llm-transcript"),
@@ -151,7 +151,12 @@
   }
 
   async function api(method, url, body) {
-    const headers = { Accept: "application/json" };
+    return readAnswer(await request(method, url, body));
+  }
+
+  /** Send a request (``accept``: the media types wanted); a network failure is an ApiError. */
+  async function request(method, url, body, accept = "application/json") {
+    const headers = { Accept: accept };
     const init = { method, headers, credentials: "same-origin" };
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
@@ -160,9 +165,8 @@
     if (!["GET", "HEAD", "OPTIONS"].includes(method)) {
       headers["X-CSRFToken"] = csrfToken();
     }
-    let response;
     try {
-      response = await fetch(url, init);
+      return await fetch(url, init);
     } catch {
       throw new ApiError(
         0,
@@ -170,6 +174,10 @@
         "The server could not be reached; check the connection and try again."
       );
     }
+  }
+
+  /** The JSON of a successful answer; an ApiError for any other. */
+  async function readAnswer(response) {
     let data = null;
     if ((response.headers.get("Content-Type") || "").includes("json")) {
       data = await response.json().catch(() => null);
@@ -707,6 +715,7 @@
       if (!state.messages.size) {
         resetTranscript("No messages yet. Ask something below.");
       }
+      await live.showRuns(id, stale);
       await loadFamily(id, stale);
       if (stale()) {
         return;
@@ -781,6 +790,21 @@
 
   const runUrl = (id) => `${apiRoot}runs/${encodeURIComponent(id)}/`;
 
+  const live = window.LLMChatStream.createLive({
+    el,
+    api,
+    apiRoot,
+    isCurrent,
+    renderMessages,
+    updateCall,
+    setProgress,
+    showError,
+    transcript: ui.transcript,
+    stopButton: ui.stop,
+    progress: ui.progress,
+    messages: () => [...state.messages.values()],
+  });
+
   /** Polling fallback: wait for the run to end, showing new messages meanwhile. */
   async function pollRun(conversationId, run, since) {
     while (run.status === "running") {
@@ -809,72 +833,19 @@
     renderMessage(message);
   }
 
-  /** Follow the run's Server-Sent Events until ``run_finished``; resolves with the run. */
-  function streamRun(conversationId, eventsUrl, since) {
-    return new Promise((resolve, reject) => {
-      const source = new EventSource(eventsUrl); // same origin: the session cookie goes along
-      let settled = false;
-      const settle = (callback, value) => {
-        if (!settled) {
-          settled = true;
-          source.close();
-          callback(value);
-        }
-      };
-      const on = (type, handler) =>
-        source.addEventListener(type, (event) => {
-          let data;
-          try {
-            data = JSON.parse(event.data);
-          } catch {
-            return;
-          }
-          if (type === "run_finished") {
-            settle(resolve, data.run);
-          } else if (isCurrent(conversationId)) {
-            handler(data);
-            setProgress(describeProgress(since));
-          }
-        });
-      on("run_started", (data) => data.message && renderMessages([data.message]));
-      on("assistant_turn", (data) => renderMessages([data.message]));
-      on("tool_call_started", (data) => updateCall(data.call, data.position));
-      on("tool_call_finished", (data) => {
-        updateCall(data.call);
-        renderMessages([data.message]);
-      });
-      on("run_finished", () => {});
-      source.addEventListener("approval.requested", (event) => {
-        // A replayed request of a turn decided before (its decision is set) is history.
-        const data = JSON.parse(event.data);
-        if (!data.approval.decision) {
-          settle(resolve, { status: "awaiting_approval" });
-        }
-      });
-      source.onerror = () => {
-        // While CONNECTING the browser retries by itself; CLOSED means it gave up (4xx, 204).
-        if (source.readyState === EventSource.CLOSED) {
-          settle(reject, new Error("the event stream closed"));
-        }
-      };
-    });
-  }
-
-  /** Wait for a run a worker (or another request) executes; then read what it stored. */
-  async function followRun(conversationId, run, since) {
-    if (run.status === "running") {
-      let followed = null;
-      if (window.EventSource) {
-        try {
-          followed = await streamRun(conversationId, `${runUrl(run.id)}events/`, since);
-        } catch {
-          followed = null; // fall back to polling
-        }
+  /** Wait for a run to end, live when its events can be read; then read what it stored. */
+  async function followRun(conversationId, run, since, response) {
+    const progress = (text) => isCurrent(conversationId) && setProgress(text || describeProgress(since));
+    let followed = await live.follow({ conversationId, run, response, progress });
+    if (!followed.ended) {
+      let known = followed.run;
+      if (!known.id) {
+        known = (await api("GET", conversationUrl(conversationId))).last_run || { status: "completed" };
       }
-      run = followed || (await pollRun(conversationId, run, since));
+      followed = { run: known.status === "running" ? await pollRun(conversationId, known, since) : known };
     }
     const data = await api("GET", messagesUrl(conversationId, since));
-    return { run, messages: pageItems(data) };
+    return { run: followed.run, messages: pageItems(data) };
   }
 
   function reportRun(run) {
@@ -885,11 +856,15 @@
       loadApprovals().catch(showError);
       return;
     }
-    let detail = `The run ended with status “${run.status}”`;
-    if (run.error_code) {
-      detail += ` (${run.error_code})`;
+    live.markRun(run);
+    if (run.status === "cancelled") {
+      return; // asked for: the note in the transcript says it
     }
-    showError({ detail: run.error_message ? `${detail}: ${run.error_message}` : `${detail}.` });
+    // Worded as the API's error answer of a failed run: its message, then [its code].
+    showError({
+      detail: run.error_message || `The run ended with status “${run.status}”.`,
+      code: run.error_code || "",
+    });
   }
 
   /** The open conversation, or a new one (titled after the message) for a draft. */
@@ -929,13 +904,21 @@
     try {
       conversation = await ensureConversation(content);
       setProgress(describeProgress(since));
+      // Until the answer starts (the stream's headers, or the whole JSON of a
+      // server that runs the loop before answering), polls show the progress.
       const poller = startPolling(conversation.id, since);
-      let result;
+      let response;
       try {
-        result = await api("POST", messagesUrl(conversation.id), { content });
+        response = await request("POST", messagesUrl(conversation.id), { content }, STREAM_ACCEPT);
       } finally {
         // Let a poll in flight land first, so it cannot overwrite the final state.
         await poller.stop();
+      }
+      let result;
+      if (response.ok && live.isEventStream(response)) {
+        result = await followRun(conversation.id, null, since, response);
+      } else {
+        result = await readAnswer(response);
       }
       if (result && result.run && result.run.status === "running") {
         // Answer 202: a worker runs the loop; follow its events.
@@ -992,6 +975,7 @@
     if (conversation && isCurrent(conversation.id)) {
       try {
         renderMessages(pageItems(await api("GET", messagesUrl(conversation.id, since))));
+        await live.showRuns(conversation.id, () => !isCurrent(conversation.id));
       } catch {
         // The alert already tells what went wrong.
       }
