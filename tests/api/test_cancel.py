@@ -69,7 +69,7 @@ def test_inline_run_cancelled_by_a_second_request(user, demo_conversation):
 
     with registry.isolated() as r:
 
-        @tool(registry=r)
+        @tool(registry=r, concurrent=False)  # one after the other: b must not start
         def hold(label: str) -> str:
             """Waits until the test lets it finish."""
             executed.append(label)
