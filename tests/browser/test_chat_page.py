@@ -335,7 +335,8 @@ def test_with_workers_the_page_follows_the_run_events(
     expect(page.locator("#llm-profile option[value=demo]")).to_have_count(1)
 
     box = page.get_by_role("textbox", name="Message")
-    box.fill('/call slow_step {"label": "one", "seconds": 2.5}')
+    # Long enough that the reload below lands while the tool still runs, even on a busy machine.
+    box.fill('/call slow_step {"label": "one", "seconds": 8}')
     box.press("Enter")
     card = page.locator("details.llm-tool")
     expect(card.locator(".llm-badge")).to_have_text("running")
@@ -344,7 +345,7 @@ def test_with_workers_the_page_follows_the_run_events(
 
     # A reload while the worker still runs the tool: the page follows the run again.
     page.reload()
-    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    expect(page.get_by_role("button", name="Send")).to_be_disabled(timeout=TIMEOUT_MS)
     answer = page.locator(".llm-msg-assistant .llm-msg-text").last
     expect(answer).to_contain_text("slow_step", timeout=TIMEOUT_MS)
     expect(page.locator("details.llm-tool .llm-badge")).to_have_text("succeeded")
