@@ -28,7 +28,7 @@ from conversations.models import Conversation, Run
 from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
-from .providers import build_provider
+from .providers import build_provider, close_provider
 from .runs import end_unclaimed_run, resolve_profile, start_run
 from .tool_loop import execute_run, run_tool_loop
 
@@ -78,7 +78,7 @@ def _start_in_background(*, conversation: Conversation, content: str | None) -> 
     try:
         run = start_run(conversation=conversation, content=content, profile=profile)
     except BaseException:
-        _close(provider)
+        close_provider(provider)
         raise
     thread = threading.Thread(
         target=_execute_in_background,
@@ -97,14 +97,8 @@ def _execute_in_background(run: Run, provider: ChatProvider) -> None:
     except Exception:
         logger.exception("run %s failed in its background thread", run.pk)
     finally:
-        _close(provider)
+        close_provider(provider)
         connections.close_all()
-
-
-def _close(provider: ChatProvider) -> None:
-    close = getattr(provider, "close", None)
-    if callable(close):
-        close()
 
 
 def submit_run(run: Run) -> None:

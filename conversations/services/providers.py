@@ -32,6 +32,7 @@ __all__ = [
     "accepted_sampling_parameters",
     "build_provider",
     "check_connection",
+    "close_provider",
     "completion_options",
     "provider_from_record",
 ]
@@ -271,3 +272,10 @@ def _scrubbed(detail: str, reference: str) -> str:
     except Exception:  # a failing resolver leaves nothing to scrub
         secret = None
     return redact(detail, [secret])
+
+
+def close_provider(provider: ChatProvider) -> None:
+    """Close an adapter someone built for one run (its HTTP client and sockets), if it can be."""
+    close = getattr(provider, "close", None)
+    if callable(close):
+        close()

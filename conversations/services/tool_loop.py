@@ -65,7 +65,7 @@ from .approvals import approval_levels, held_calls, hold_turn, send_requested
 from .fencing import hold_run
 from .live import LiveRun, ask
 from .messages import MessageDetails, append_messages
-from .providers import build_provider, completion_options
+from .providers import build_provider, close_provider, completion_options
 from .runs import (
     CancelWatch,
     Heartbeat,
@@ -123,14 +123,7 @@ def run_tool_loop(
         return execute_run(run=run, provider=provider)
     finally:
         if built:
-            _close(provider)
-
-
-def _close(provider: ChatProvider) -> None:
-    """Close an adapter the loop built (its HTTP client and sockets), if it can be."""
-    close = getattr(provider, "close", None)
-    if callable(close):
-        close()
+            close_provider(provider)
 
 
 def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
@@ -173,7 +166,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
             return _drive(run, provider, profile, request)
     finally:
         if built:
-            _close(provider)
+            close_provider(provider)
 
 
 @dataclass(frozen=True, slots=True)
