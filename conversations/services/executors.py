@@ -29,7 +29,7 @@ from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
 from .providers import build_provider, close_provider
-from .runs import end_unclaimed_run, resolve_profile, start_run
+from .runs import end_unclaimed_run, finish_run_after_error, resolve_profile, start_run
 from .tool_loop import execute_run, run_tool_loop
 
 __all__ = ["requeue_runs", "submit_message", "submit_run", "uses_workers"]
@@ -94,8 +94,12 @@ def _execute_in_background(run: Run, provider: ChatProvider) -> None:
     """A background run's thread: the loop, then its provider and connections closed."""
     try:
         execute_run(run=run, provider=provider)
-    except Exception:
+    except Exception as exc:
         logger.exception("run %s failed in its background thread", run.pk)
+        # The loop records the failures it sees; one that came before it could
+        # (or while it recorded another) would leave the run ``running`` until
+        # its lease expired. Ending it is fenced: a run already ended stays as it is.
+        finish_run_after_error(run=run, exc=exc)
     finally:
         close_provider(provider)
         connections.close_all()
