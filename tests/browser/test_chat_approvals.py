@@ -32,6 +32,9 @@ def demo_with_approval():
 
 
 def ask(page):
+    # The composer is disabled while a run of the page is still being followed
+    # (its text can be on the page before the run has ended): wait until it is free.
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
     page.get_by_label("Profile").select_option("demo")
     page.get_by_role("button", name="New conversation").click()
     box = page.get_by_role("textbox", name="Message")
