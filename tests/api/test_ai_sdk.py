@@ -240,8 +240,7 @@ def test_a_token_authenticates_and_other_users_get_404(user, other_user, demo_co
 
 # The stream of a real run ------------------------------------------------------------------
 # The loop runs in the endpoint's thread while the test reads the stream: on
-# SQLite's shared in-memory test database a read beside a write fails with
-# "table is locked" at once, so these need PostgreSQL (a file database waits).
+# SQLite the two contend for the one database lock, so these need PostgreSQL.
 
 
 @pytest.mark.postgres

@@ -134,8 +134,8 @@ def test_reasoning_and_tool_call_deltas_are_relayed_by_name(running):
     assert rest[0]["data"] == call
 
 
-# Here and below, another thread writes while the stream reads: SQLite's shared
-# in-memory test database answers "table is locked" instead of waiting.
+# Here and below, another thread writes while the stream reads: on SQLite the two
+# contend for the one database lock, so these need PostgreSQL.
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_under_asgi_deltas_arrive_while_the_stream_waits_on_the_event_loop(user, running):

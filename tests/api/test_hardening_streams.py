@@ -86,7 +86,6 @@ class QuickStream(RunEventStream):
     keepalive_seconds = 0.05
 
 
-@pytest.mark.postgres  # SQLite's in-memory test database is never closed
 @pytest.mark.django_db(transaction=True)
 def test_a_waiting_stream_holds_no_database_connection(live_run):
     stream = QuickStream(live_run.pk)

@@ -50,8 +50,8 @@ def wait_for_background_runs():
             thread.join(20)
 
 
-# The run's thread writes while the response reads: SQLite's shared in-memory test
-# database answers "table is locked" instead of waiting.
+# The run's thread writes while the response reads: on SQLite the two contend for
+# the one database lock, which makes such a test unreliable there.
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_the_answer_is_the_whole_run_as_it_executes(client, demo_conversation):
