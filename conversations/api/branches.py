@@ -12,6 +12,7 @@ from conversations import selectors
 from conversations.models import Conversation
 from conversations.services import branches as history
 from conversations.services import submit_message, uses_workers
+from conversations.services.budgets import ensure_within_budgets
 
 from .errors import blame_configuration
 from .responses import AUTH_ERRORS, ERR_400, ERR_404
@@ -86,6 +87,12 @@ class _TurnView(_ConversationQueries):
     def get_throttles(self) -> list[Any]:
         return [*super().get_throttles(), MessageRateThrottle()]
 
+    def refuse_over_budget(self, request: Request, conversation: Conversation) -> None:
+        """429 ``budget_exceeded`` before any branch is made, as posting a message answers."""
+        ensure_within_budgets(
+            user=request.user, profile=conversation.profile or selectors.get_default_profile()
+        )
+
     def answer(self, request: Request, branch: Conversation, content: str | None) -> Response:
         queued = uses_workers()
         with blame_configuration():
@@ -103,7 +110,10 @@ _TURN_RESPONSES = {
     400: ERR_400,
     404: ERR_404,
     **AUTH_ERRORS,
-    429: _error("Too many messages; see `Retry-After` (`throttled`)."),
+    429: _error(
+        "Too many messages (`throttled`), or a blocking budget is used up (`budget_exceeded`, "
+        "no branch made); see `Retry-After` (absent when the budget never resets)."
+    ),
     502: _error("The provider failed (with the run and its messages)."),
     503: _error("The provider or the task queue is unavailable, or the profile is unusable."),
     504: _error("The provider timed out."),
@@ -134,6 +144,7 @@ class EditMessageView(_TurnView):
         conversation = self.get_conversation(conversation_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        self.refuse_over_budget(request, conversation)
         branch = history.branch_for_edit(conversation=conversation, position=position)
         return self.answer(request, branch, serializer.validated_data["content"])
 
@@ -156,6 +167,7 @@ class RegenerateView(_TurnView):
     )
     def post(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
+        self.refuse_over_budget(request, conversation)
         branch = history.branch_for_regenerate(conversation=conversation)
         return self.answer(request, branch, None)
 

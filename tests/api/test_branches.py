@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
-from conversations.models import Conversation
+from conversations.models import Budget, BudgetCounter, Conversation, Run
+from conversations.services.budgets import period_bounds
 
 from .conftest import scripted_turn
 
@@ -133,3 +135,24 @@ def test_a_second_turn_can_be_edited(api, demo_conversation):
     )
     assert response.status_code == 201
     assert response.json()["conversation"]["forked_at_position"] == 4
+
+
+@pytest.mark.parametrize(
+    ("tail", "body"),
+    [("messages/0/edit/", {"content": "Hello there"}), ("regenerate/", None)],
+)
+def test_a_used_up_budget_refuses_edit_and_regenerate_before_any_branch(
+    api, history, demo_conversation, user, tail, body
+):
+    budget = Budget.objects.create(
+        name="daily", scope="user", user=user, period="day", token_limit=1
+    )
+    start, _end = period_bounds(period="day", at=timezone.now())
+    BudgetCounter.objects.create(budget=budget, period_start=start, tokens=5)
+    runs = Run.objects.count()
+    response = api.post(_url(demo_conversation, tail), body, format="json")
+    assert response.status_code == 429
+    assert response.json()["code"] == "budget_exceeded"
+    assert int(response["Retry-After"]) > 0
+    assert Conversation.objects.count() == 1  # no branch was made
+    assert Run.objects.count() == runs
