@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http.response import HttpResponseBase
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,9 +19,10 @@ from conversations.services import submit_message, uses_workers
 from conversations.services.budgets import ensure_within_budgets
 
 from .errors import blame_configuration
+from .message_stream import answer_with_events, wants_event_stream
 from .responses import AUTH_ERRORS, ERR_400, ERR_404
 from .responses import error_response as _error
-from .schema import CREATED_LOCATION, document
+from .schema import CREATED_LOCATION, EVENT_STREAM, document
 from .serializers import (
     ConversationSerializer,
     MessageInputSerializer,
@@ -87,16 +92,31 @@ class _TurnView(_ConversationQueries):
     def get_throttles(self) -> list[Any]:
         return [*super().get_throttles(), MessageRateThrottle()]
 
+    def perform_content_negotiation(self, request: Any, force: bool = False) -> Any:
+        # Errors before the stream starts stay JSON even when only SSE is accepted.
+        return super().perform_content_negotiation(request, force or wants_event_stream(request))
+
     def refuse_over_budget(self, request: Request, conversation: Conversation) -> None:
         """429 ``budget_exceeded`` before any branch is made, as posting a message answers."""
         ensure_within_budgets(
             user=request.user, profile=conversation.profile or selectors.get_default_profile()
         )
 
-    def answer(self, request: Request, branch: Conversation, content: str | None) -> Response:
+    def answer(
+        self, request: Request, branch: Conversation, content: str | None
+    ) -> HttpResponseBase:
         queued = uses_workers()
-        with blame_configuration():
-            run = submit_message(conversation=branch, content=content)
+        if wants_event_stream(request):
+            answer = answer_with_events(request, branch, content)
+            if isinstance(answer, HttpResponseBase):
+                # The events do not name the branch the client has to open: the header does.
+                url = reverse("conversations:conversation-detail", args=[branch.pk])
+                answer["Location"] = request.build_absolute_uri(url)
+                return answer
+            run = answer  # the queue refused it: answered as without the header
+        else:
+            with blame_configuration():
+                run = submit_message(conversation=branch, content=content)
         run = selectors.run_with_calls(run_id=run.pk)
         branch = self.annotated().get(pk=branch.pk)
         return run_answer(
@@ -104,8 +124,12 @@ class _TurnView(_ConversationQueries):
         )
 
 
-_TURN_RESPONSES = {
+_TURN_RESPONSES: dict[Any, Any] = {
     201: TurnResultSerializer,
+    (200, EVENT_STREAM): OpenApiResponse(
+        OpenApiTypes.STR,
+        description="Run events (SSE) with `Accept: text/event-stream`; the branch in `Location`.",
+    ),
     202: _error("Queued for a worker (`celery` executor), with `url` and `events`."),
     400: ERR_400,
     404: ERR_404,
@@ -118,7 +142,14 @@ _TURN_RESPONSES = {
     503: _error("The provider or the task queue is unavailable, or the profile is unusable."),
     504: _error("The provider timed out."),
 }
-_EDIT_RESPONSES = {
+_TURN_LOCATION = OpenApiParameter(
+    "Location",
+    OpenApiTypes.URI,
+    OpenApiParameter.HEADER,
+    response=[200, 201, 202],
+    description="The URL of the new branch.",
+)
+_EDIT_RESPONSES: dict[Any, Any] = {
     **_TURN_RESPONSES,
     413: _error("The content is larger than allowed (`content_too_large`)."),
 }
@@ -133,14 +164,15 @@ class EditMessageView(_TurnView):
         description=(
             "Forks just before the user message at `position` and posts `content` in the "
             "branch, running the tool loop as posting a message does (201, 202 or a "
-            "provider failure). The original conversation is not changed."
+            "provider failure). The original conversation is not changed. "
+            "`Accept: text/event-stream` streams the run as posting a message does."
         ),
         request=MessageInputSerializer,
-        parameters=[CREATED_LOCATION],
+        parameters=[_TURN_LOCATION],
         responses=_EDIT_RESPONSES,
         tags=["branches"],
     )
-    def post(self, request: Request, conversation_id: Any, position: int) -> Response:
+    def post(self, request: Request, conversation_id: Any, position: int) -> HttpResponseBase:
         conversation = self.get_conversation(conversation_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -157,15 +189,15 @@ class RegenerateView(_TurnView):
         summary="Regenerate the last answer (in a new branch)",
         description=(
             "Forks just after the last user message and runs the tool loop again in the "
-            "branch; answers as posting a message does. 400 `nothing_to_regenerate` "
-            "without a user message."
+            "branch; answers as posting a message does (also its event stream with "
+            "`Accept: text/event-stream`). 400 `nothing_to_regenerate` without a user message."
         ),
         request=None,
-        parameters=[CREATED_LOCATION],
+        parameters=[_TURN_LOCATION],
         responses=_TURN_RESPONSES,
         tags=["branches"],
     )
-    def post(self, request: Request, conversation_id: Any) -> Response:
+    def post(self, request: Request, conversation_id: Any) -> HttpResponseBase:
         conversation = self.get_conversation(conversation_id)
         self.refuse_over_budget(request, conversation)
         branch = history.branch_for_regenerate(conversation=conversation)

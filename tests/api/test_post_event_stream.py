@@ -16,7 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations import events
-from conversations.models import Run
+from conversations.models import Conversation, Run
+from conversations.providers.demo import DemoProvider
 from conversations.services.runs import start_run
 
 from .test_event_deltas import parse
@@ -44,6 +45,16 @@ def post(client, conversation, content, accept=SSE):
     )
 
 
+def read_events(response):
+    """The events of a streamed answer, once the run's thread has ended."""
+    try:
+        assert response.status_code == 200
+        assert response["Content-Type"] == "text/event-stream; charset=utf-8"
+        return parse(b"".join(response.streaming_content))
+    finally:
+        wait_for_background_runs()
+
+
 def wait_for_background_runs():
     for thread in threading.enumerate():
         if thread.name.startswith("conversations-run-"):
@@ -52,16 +63,37 @@ def wait_for_background_runs():
 
 # The run's thread writes while the response reads: on SQLite the two contend for
 # the one database lock, which makes such a test unreliable there.
+@pytest.fixture
+def streams_after_subscribing(monkeypatch):
+    """The demo model starts streaming only once the response has subscribed to the run.
+
+    Deltas are published, never stored: on a busy machine the whole run could
+    end before the response subscribes, and then there are none to relay. The
+    gate makes the test about relaying them, not about the race.
+    """
+    subscribed = threading.Event()
+    subscribe, stream = events.subscribe, DemoProvider.stream
+
+    def subscribing(*args, **kwargs):
+        subscription = subscribe(*args, **kwargs)
+        subscribed.set()
+        return subscription
+
+    def gated(self, *args, **kwargs):
+        assert subscribed.wait(20), "the response never subscribed to the run"
+        yield from stream(self, *args, **kwargs)
+
+    monkeypatch.setattr(events, "subscribe", subscribing)
+    monkeypatch.setattr(DemoProvider, "stream", gated)
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_the_answer_is_the_whole_run_as_it_executes(client, demo_conversation):
+def test_the_answer_is_the_whole_run_as_it_executes(
+    client, demo_conversation, streams_after_subscribing
+):
     response = post(client, demo_conversation, '/call calculate {"expression": "6*7"}')
-    try:
-        assert response.status_code == 200
-        assert response["Content-Type"] == "text/event-stream; charset=utf-8"
-        received = parse(b"".join(response.streaming_content))
-    finally:
-        wait_for_background_runs()
+    received = read_events(response)
     # The demo model streams: its pieces arrive as deltas (no ids) between the stored events.
     live = {"text.delta", "reasoning.delta", "tool_call.delta", "inflight"}
     stored = [e for e in received if e["event"] not in live]
@@ -131,3 +163,32 @@ def test_with_workers_the_answer_follows_the_queued_run(
     Run.objects.filter(pk=run_id).update(status=Run.Status.CANCELLED, finished_at=timezone.now())
     events.publish(run_id, events.CHANGED)
     assert [e["event"] for e in parse(b"".join(chunks))] == ["run_finished"]
+
+
+@pytest.mark.postgres  # the run's thread writes while the response reads (see above)
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("tail", "body"),
+    [
+        ("messages/0/edit/", {"content": '/call calculate {"expression": "6*7"}'}),
+        ("regenerate/", {}),
+    ],
+)
+def test_edit_and_regenerate_stream_the_branch_run_and_name_the_branch(
+    client, history, demo_conversation, tail, body
+):
+    response = client.post(
+        f"/api/conversations/{demo_conversation.pk}/{tail}",
+        body,
+        content_type="application/json",
+        headers={"Accept": SSE},
+    )
+    received = read_events(response)
+    branch = Conversation.objects.get(forked_from=demo_conversation)
+    assert response["Location"] == f"http://testserver/api/conversations/{branch.pk}/"
+    finished = [e for e in received if e["event"] == "run_finished"]
+    assert [e["data"]["run"]["status"] for e in finished] == ["completed"]
+    assert finished[0]["data"]["run"]["conversation"] == str(branch.pk)
+    assert Run.objects.get(conversation=branch).status == Run.Status.COMPLETED
+    # The original is untouched: only its one scripted run.
+    assert Run.objects.filter(conversation=demo_conversation).count() == 1

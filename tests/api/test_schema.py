@@ -67,6 +67,7 @@ OPERATIONS = {
         "409",
     },
     ("/api/conversations/{conversation_id}/messages/{position}/edit/", "post"): {
+        "200",
         "201",
         "202",
         "400",
@@ -80,6 +81,7 @@ OPERATIONS = {
         "504",
     },
     ("/api/conversations/{conversation_id}/regenerate/", "post"): {
+        "200",
         "201",
         "202",
         "400",
@@ -124,13 +126,17 @@ WITHOUT_BODY = {
     ("/api/tool-calls/{tool_call_id}/approve/", "post"),
     ("/api/conversations/{conversation_id}/regenerate/", "post"),
 }
+"""Unsafe operations that take no request body."""
 DOWNLOADS = {
     ("/api/export/", "get", "200"): "application/jsonl",
     ("/api/conversations/{conversation_id}/messages/", "post", "200"): "text/event-stream",
+    ("/api/conversations/{conversation_id}/messages/{position}/edit/", "post", "200"): (
+        "text/event-stream"
+    ),
+    ("/api/conversations/{conversation_id}/regenerate/", "post", "200"): "text/event-stream",
     ("/api/conversations/{conversation_id}/chat/", "post", "200"): "text/event-stream",
 }
 """Answers that are files or streams, not JSON: their media type."""
-"""Unsafe operations that take no request body."""
 
 
 @pytest.fixture

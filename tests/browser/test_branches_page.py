@@ -34,6 +34,16 @@ def test_regenerate_edit_and_switch_between_branches(live_server, demo, browser)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    # Edit and regenerate ask for the branch's run as an event stream, as sending does.
+    branch_turns: list[str] = []
+    page.on(
+        "response",
+        lambda r: (
+            branch_turns.append(r.headers.get("content-type", ""))
+            if r.request.method == "POST" and r.url.endswith(("/regenerate/", "/edit/"))
+            else None
+        ),
+    )
     page.on(
         "response",
         lambda response: (
@@ -91,5 +101,6 @@ def test_regenerate_edit_and_switch_between_branches(live_server, demo, browser)
 
     # The sidebar lists the conversation once: branches are reached through the switches.
     expect(page.locator("#llm-conversations li")).to_have_count(1)
+    assert branch_turns == ["text/event-stream; charset=utf-8"] * 2
     assert errors == []
     context.close()

@@ -1125,7 +1125,19 @@
     branchTurn(`${conversationUrl(state.conversation.id)}regenerate/`, undefined);
   }
 
-  /** POST an edit or a regeneration, then open the branch it answered in. */
+  /** The conversation id at the end of an API URL (the ``Location`` of a new branch). */
+  function idFromApiUrl(url) {
+    const parts = new URL(url, window.location.href).pathname.split("/").filter(Boolean);
+    return decodeURIComponent(parts[parts.length - 1] || "");
+  }
+
+  /**
+   * POST an edit or a regeneration and open the branch it answers in.
+   *
+   * The server streams the branch's run when it can (its ``Location`` names the
+   * branch): the branch opens at once and the answer grows there as it does
+   * after sending a message. Otherwise the JSON answer names the branch.
+   */
   async function branchTurn(url, body) {
     if (state.busy) {
       return;
@@ -1133,20 +1145,43 @@
     hideError();
     setBusy(true);
     setProgress("Answering in a new branch…");
+    let branchId = null;
+    let opened = false;
     let result = null;
     try {
-      result = await api("POST", url, body);
+      const response = await request("POST", url, body, STREAM_ACCEPT);
+      if (response.ok && live.isEventStream(response) && response.headers.get("Location")) {
+        branchId = idFromApiUrl(response.headers.get("Location"));
+        opened = true;
+        await openConversation(branchId, true);
+        result = await followRun(branchId, null, state.lastPosition, response);
+      } else {
+        result = await readAnswer(response);
+        branchId = result.conversation.id;
+        if (result.run && result.run.status === "running") {
+          // Queued for a worker: follow its events in the branch.
+          opened = true;
+          await openConversation(branchId, true);
+          result = await followRun(branchId, result.run, state.lastPosition);
+        }
+      }
     } catch (error) {
       showError(error);
+    } finally {
       setBusy(false);
+    }
+    if (!branchId) {
       decorate();
       return;
     }
-    setBusy(false);
-    await openConversation(result.conversation.id, true);
-    if (result.run && result.run.status !== "running") {
-      reportRun(result.run);
+    if (!opened) {
+      await openConversation(branchId, true);
+    } else if (isCurrent(branchId)) {
+      await openConversation(branchId, false); // the stored answer, with the branch switches
+    } else {
+      return; // the user went elsewhere meanwhile
     }
+    reportRun(result && result.run);
   }
 
   // Wiring ---------------------------------------------------------------------------
