@@ -11,9 +11,8 @@ with ``Retry-After``. Any other database error is left alone (a 500).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
 from psycopg_pool import PoolTimeout, TooManyRequests
 
 __all__ = ["RETRY_AFTER_SECONDS", "DatabaseBusyMiddleware", "database_busy"]
@@ -39,19 +38,15 @@ def database_busy(exc: BaseException) -> bool:
     return False
 
 
-class DatabaseBusyMiddleware:
+class DatabaseBusyMiddleware(MiddlewareMixin):
     """A plain-text 503 with ``Retry-After`` instead of a 500 when the pool is exhausted.
 
     For the host's pages, the admin and the app's chat page (the API answers in
     its own error shape before this sees anything). Place it anywhere in
-    ``MIDDLEWARE``; it handles exceptions raised by views only.
+    ``MIDDLEWARE``; it handles exceptions raised by views only. Django's mixin
+    makes it both sync and async capable, so under ASGI it keeps async views
+    async.
     """
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not database_busy(exception):

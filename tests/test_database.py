@@ -47,3 +47,14 @@ def test_the_middleware_answers_only_for_a_busy_database():
     response = middleware.process_exception(request, raised_from(PoolTimeout("busy")))
     assert response is not None and response.status_code == 503
     assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+
+
+def test_the_middleware_keeps_async_views_async():
+    from asgiref.sync import async_to_sync, iscoroutinefunction
+
+    async def view(request):
+        return HttpResponse("ok")
+
+    middleware = DatabaseBusyMiddleware(view)
+    assert iscoroutinefunction(middleware)  # no thread per request under ASGI
+    assert async_to_sync(middleware)(HttpRequest()).content == b"ok"

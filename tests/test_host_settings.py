@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -86,3 +88,18 @@ def test_a_bad_conn_max_age_without_the_pool_is_named_too(env):
 
 def test_sqlite_has_no_pool(env):
     assert "OPTIONS" not in _database_from_url("sqlite:///tmp/x.sqlite3")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_suite_itself_runs_pooled_on_the_test_database():
+    from django.db import connection
+
+    if os.environ.get("DATABASE_POOL", "on") == "off":
+        pytest.skip("DATABASE_POOL=off")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_database()")
+        (name,) = cursor.fetchone()
+    assert name == connection.settings_dict["NAME"] and name.startswith("test_")
+    assert connection.pool is not None
+    assert connection.connection._pool is connection.pool  # lent by the pool
