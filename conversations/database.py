@@ -23,10 +23,12 @@ finished request, so a short wait is enough; clients add their own jitter."""
 
 
 def database_busy(exc: BaseException) -> bool:
-    """Whether ``exc`` (or an exception it was raised from) says the pool had no connection.
+    """Whether ``exc``, or an exception it was raised ``from``, says the pool had no connection.
 
-    ``TooManyRequests`` is the pool refusing to queue more than its
-    ``max_waiting`` requests: the same condition, reported sooner.
+    Only explicit causes count (Django's wrapper raises ``from`` the driver's
+    error): an error that merely happened while handling a timeout may be a
+    bug of its own. ``TooManyRequests`` is the pool refusing to queue more
+    than its ``max_waiting`` requests: the same condition, reported sooner.
     """
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -34,7 +36,7 @@ def database_busy(exc: BaseException) -> bool:
         if isinstance(current, PoolTimeout | TooManyRequests):
             return True
         seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        current = current.__cause__
     return False
 
 

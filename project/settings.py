@@ -1,8 +1,10 @@
 """Settings of the development/demo/test host project.
 
 SQLite by default; ``DATABASE_URL=postgres://user@host:port/name`` switches to
-PostgreSQL. Secrets and switches come from the environment with safe local
-defaults.
+PostgreSQL, behind Django's psycopg connection pool unless ``DATABASE_POOL=off``
+(``DATABASE_POOL_MIN_SIZE``, ``_MAX_SIZE``, ``_TIMEOUT``; docs/scaling.md).
+Secrets and switches come from the environment with safe local defaults; a
+value that cannot be right stops startup with an error naming its variable.
 """
 
 import os
