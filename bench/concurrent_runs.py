@@ -32,13 +32,24 @@ What happens:
 comparison: the web process then holds one thread and one database
 connection per run in flight for its whole duration.
 
-Prints numbers, asserts no time (see bench/README.md). Exit code 1 when a run
-did not complete or a history is invalid.
+The web process uses Django's psycopg connection pool as the host project
+configures it (``DATABASE_POOL_*``, docs/scaling.md): ``--pool-max-size`` and
+``--pool-timeout`` size it for this run, ``--no-pool`` switches it off (a
+connection per request). It prints the pool's size, its statistics after the
+POSTs, the count of each status, and PASS/MISS for "zero 5xx". With
+``--expect-busy`` the pool is deliberately too small: the check is then that
+every 5xx is a 503 ``service_unavailable`` with ``Retry-After`` (and that
+there is at least one); the runs of the accepted POSTs must still complete.
+The workers keep the default pool (or none, with ``--worker-conn-max-age``).
+
+Prints numbers, asserts no time (see bench/README.md). Exit code 1 when a
+check is a MISS, a run did not complete or a history is invalid.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import os
 import platform
@@ -78,6 +89,18 @@ def main() -> int:
         default=0,
         help="CONN_MAX_AGE of the workers (0: a new database connection per task)",
     )
+    parser.add_argument(
+        "--pool-max-size", type=int, default=None, help="the web process's pool (default: 20)"
+    )
+    parser.add_argument(
+        "--pool-timeout", type=float, default=None, help="seconds a request waits for a connection"
+    )
+    parser.add_argument("--no-pool", action="store_true", help="a connection per request instead")
+    parser.add_argument(
+        "--expect-busy",
+        action="store_true",
+        help="the pool is deliberately small: expect 503s with Retry-After, never a 500",
+    )
     parser.add_argument("--postgres-url", default=None)
     parser.add_argument(
         "--broker-url", default=os.environ.get("BENCH_BROKER_URL", DEFAULT_BROKER_URL)
@@ -90,6 +113,8 @@ def main() -> int:
         os.environ["CELERY_BROKER_URL"] = args.broker_url
         os.environ["CELERY_TASK_DEFAULT_QUEUE"] = queue
         os.environ["CONVERSATIONS_EXECUTOR"] = args.executor
+        worker_env = dict(os.environ)  # before the web process's own pool settings
+        configure_pool(args)
         import django
 
         django.setup()
@@ -102,11 +127,11 @@ def main() -> int:
         try:
             if args.executor == "celery":
                 workers = start_workers(
-                    args.workers, args.concurrency, queue, args.worker_conn_max_age
+                    args.workers, args.concurrency, queue, args.worker_conn_max_age, worker_env
                 )
             with web_server() as base_url:
-                started, answers = post_all(base_url, token, conversation_ids)
-            ok = report(args, started, answers, conversation_ids)
+                started, answers, stats = post_all(base_url, token, conversation_ids)
+            ok = report(args, started, answers, conversation_ids, stats)
         finally:
             for worker in workers:
                 worker.send_signal(signal.SIGTERM)
@@ -120,6 +145,20 @@ def main() -> int:
 
 
 # Setup -----------------------------------------------------------------------------------
+
+
+def configure_pool(args: Any) -> None:
+    """The web process's pool, through the host project's environment variables."""
+    if args.no_pool:
+        os.environ["DATABASE_POOL"] = "off"
+        return
+    os.environ["DATABASE_POOL"] = "on"
+    os.environ.pop("DATABASE_CONN_MAX_AGE", None)
+    if args.pool_max_size is not None:
+        os.environ["DATABASE_POOL_MAX_SIZE"] = str(args.pool_max_size)
+        os.environ["DATABASE_POOL_MIN_SIZE"] = str(min(2, args.pool_max_size))
+    if args.pool_timeout is not None:
+        os.environ["DATABASE_POOL_TIMEOUT"] = str(args.pool_timeout)
 
 
 @contextlib.contextmanager
@@ -176,12 +215,14 @@ def prepare(runs: int, latency: float) -> tuple[str, list[str]]:
 
 
 def start_workers(
-    count: int, concurrency: int, queue: str, conn_max_age: int
+    count: int, concurrency: int, queue: str, conn_max_age: int, base_env: dict[str, str]
 ) -> list[subprocess.Popen[bytes]]:
     pool = (
         ["--pool=solo"] if concurrency == 1 else ["--pool=threads", f"--concurrency={concurrency}"]
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DATABASE_CONN_MAX_AGE": str(conn_max_age)}
+    env = {**base_env, "PYTHONPATH": str(REPO), "DATABASE_CONN_MAX_AGE": str(conn_max_age)}
+    if conn_max_age:
+        env["DATABASE_POOL"] = "off"  # persistent connections and Django's pool exclude each other
     workers = []
     for index in range(count):
         log = Path(tempfile.gettempdir()) / f"{queue}-{index}.log"
@@ -258,7 +299,9 @@ def web_server() -> Iterator[str]:
 # The measurement --------------------------------------------------------------------------
 
 
-def post_all(base_url: str, token: str, conversation_ids: list[str]) -> tuple[float, list[Any]]:
+def post_all(
+    base_url: str, token: str, conversation_ids: list[str]
+) -> tuple[float, list[Any], dict[str, int]]:
     """POST one message to every conversation at the same moment; the answers in order."""
     import httpx
     from django.test.utils import override_settings
@@ -277,22 +320,39 @@ def post_all(base_url: str, token: str, conversation_ids: list[str]) -> tuple[fl
                     headers={"Authorization": f"Token {token}"},
                 )
             except httpx.HTTPError as exc:
-                answers[index] = (type(exc).__name__, time.monotonic() - sent, None)
+                answers[index] = (type(exc).__name__, time.monotonic() - sent, None, None)
                 return
-            answers[index] = (response.status_code, time.monotonic() - sent, response.text)
+            answers[index] = (
+                response.status_code,
+                time.monotonic() - sent,
+                response.text,
+                response.headers.get("Retry-After"),
+            )
 
     threads = [
         threading.Thread(target=post, args=(i, cid)) for i, cid in enumerate(conversation_ids)
     ]
+    from django.db import connections
+
     with override_settings(CONVERSATIONS={**_conf(), "MESSAGE_THROTTLE_RATE": None}):
+        connections.close_all()  # this thread's connection back: the requests get the whole pool
         for thread in threads:
             thread.start()
         barrier.wait()
         started = time.time()
         for thread in threads:
             thread.join()
+        stats = pool_stats()
         wait_for_the_end(conversation_ids)
-    return started, answers
+    return started, answers, stats
+
+
+def pool_stats() -> dict[str, int]:
+    """The web process's pool counters so far (empty without a pool)."""
+    from django.db import connection
+
+    pool = getattr(connection, "pool", None)
+    return dict(pool.get_stats()) if pool is not None else {}
 
 
 def _conf() -> dict[str, Any]:
@@ -311,7 +371,13 @@ def wait_for_the_end(conversation_ids: list[str], timeout: float = 600.0) -> Non
         time.sleep(0.02)
 
 
-def report(args: Any, started: float, answers: list[Any], conversation_ids: list[str]) -> bool:
+def report(
+    args: Any,
+    started: float,
+    answers: list[Any],
+    conversation_ids: list[str],
+    stats: dict[str, int],
+) -> bool:
     from conversations.models import Conversation, Run
     from conversations.selectors import get_history
 
@@ -328,7 +394,9 @@ def report(args: Any, started: float, answers: list[Any], conversation_ids: list
     durations = [(r.finished_at - r.started_at).total_seconds() for r in runs if r.finished_at]
 
     invalid = []
-    for conversation in Conversation.objects.filter(pk__in=conversation_ids):
+    # A POST answered 503 stored nothing: its conversation is still empty, with no history to check.
+    with_runs = {r.conversation_id for r in runs}
+    for conversation in Conversation.objects.filter(pk__in=with_runs):
         try:
             assert_every_adapter_accepts(get_history(conversation=conversation))
         except AssertionError as exc:
@@ -346,7 +414,7 @@ def report(args: Any, started: float, answers: list[Any], conversation_ids: list
     print(
         f"runs completed    {completed}/{len(runs)} (every run terminal: {len(durations) == len(runs)})"
     )
-    print(f"histories valid   {len(conversation_ids) - len(invalid)}/{len(conversation_ids)}")
+    print(f"histories valid   {len(with_runs) - len(invalid)}/{len(with_runs)}")
     print(f"elapsed           {elapsed:.2f} s (first POST -> last run ended)")
     print(f"throughput        {len(runs) / elapsed:.2f} runs/s (model latency allows {bound:.2f})")
     print(f"POST -> answer    {summary(answer_s)}")
@@ -355,9 +423,36 @@ def report(args: Any, started: float, answers: list[Any], conversation_ids: list
     print(f"run duration      {summary(durations)}  (run created -> ended)")
     for conversation_id, problem in invalid[:5]:
         print(f"INVALID history {conversation_id}: {problem}")
+    counts = collections.Counter(str(s) for s in statuses)
+    print(f"status counts     {', '.join(f'{s}: {n}' for s, n in sorted(counts.items()))}")
+    if stats:
+        print(
+            f"pool after POSTs  {stats.get('requests_num', 0)} connections asked for, "
+            f"{stats.get('requests_queued', 0)} waited ({stats.get('requests_wait_ms', 0)} ms "
+            f"in all), {stats.get('requests_errors', 0)} timed out; "
+            f"{stats.get('connections_num', 0)} connections opened"
+        )
+    server_errors = [a for a in answers if isinstance(a[0], int) and a[0] >= 500]
+    busy = [
+        a for a in server_errors if a[0] == 503 and a[3] and '"service_unavailable"' in (a[2] or "")
+    ]
+    zero_5xx = not server_errors
+    verdict = {True: "PASS", False: "MISS"}
+    print(f"zero 5xx          {verdict[zero_5xx]} ({len(server_errors)} answers of 500-599)")
+    if args.expect_busy:
+        # The deliberately small pool must say "busy" (503 + Retry-After), never fail (500).
+        busy_ok = bool(server_errors) and len(busy) == len(server_errors)
+        print(
+            f"503 + Retry-After {verdict[busy_ok]} ({len(busy)} of {len(server_errors)} 5xx were "
+            f"503 service_unavailable with Retry-After "
+            f"{sorted({a[3] for a in busy}) or '-'})"
+        )
+    accepted = statuses.count(expected)
+    every_other_busy = accepted + len(busy) == len(statuses)
     return (
-        statuses.count(expected) == len(statuses)
-        and completed == len(runs) == len(conversation_ids)
+        (busy_ok if args.expect_busy else zero_5xx)
+        and every_other_busy
+        and completed == len(runs) == accepted
         and not invalid
     )
 
@@ -373,6 +468,18 @@ def summary(values: list[float]) -> str:
     )
 
 
+def describe_pool() -> str:
+    from django.db import connection
+
+    pool = connection.settings_dict["OPTIONS"].get("pool")
+    if not pool:
+        return "off (a connection per request)"
+    return (
+        f"min {pool['min_size']}, max {pool['max_size']} connections, "
+        f"a request waits {pool['timeout']:g} s at most"
+    )
+
+
 def print_header(args: Any, description: str) -> None:
     pool = "solo" if args.concurrency == 1 else f"threads x {args.concurrency}"
     print(f"# concurrent_runs: {args.runs} runs posted at once, executor {args.executor}")
@@ -382,6 +489,7 @@ def print_header(args: Any, description: str) -> None:
             f"CONN_MAX_AGE {args.worker_conn_max_age}; logs in {tempfile.gettempdir()})"
         )
     print(f"model latency     {args.latency:.3f} s per call (2 calls per run)")
+    print(f"web database pool {describe_pool()}")
     print(f"database          {description}")
     print(
         f"machine           {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"

@@ -1,13 +1,17 @@
 """Settings of the development/demo/test host project.
 
 SQLite by default; ``DATABASE_URL=postgres://user@host:port/name`` switches to
-PostgreSQL. Secrets and switches come from the environment with safe local
-defaults.
+PostgreSQL, behind Django's psycopg connection pool unless ``DATABASE_POOL=off``
+(``DATABASE_POOL_MIN_SIZE``, ``_MAX_SIZE``, ``_TIMEOUT``; docs/scaling.md).
+Secrets and switches come from the environment with safe local defaults; a
+value that cannot be right stops startup with an error naming its variable.
 """
 
 import os
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -19,9 +23,58 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_number(name: str, default: float, *, convert: type[int] | type[float] = int) -> float:
+    """A number from the environment, or an error naming the variable and what it must be."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value: float | None = convert(raw)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < float("inf"):
+        kind = "a whole number" if convert is int else "a number of seconds"
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {kind} (0 or more).")
+    return value
+
+
+def _pool_options() -> dict[str, float] | None:
+    """Django's psycopg pool options from the environment; ``None`` when switched off.
+
+    On unless ``DATABASE_POOL=off``. A pool hands each request (or task) one of
+    at most ``max_size`` connections and takes it back at the end; a request
+    that waits longer than ``timeout`` seconds for one fails (the API answers
+    503 ``service_unavailable``). Sizing: docs/scaling.md.
+    """
+    switch = os.environ.get("DATABASE_POOL", "on").strip().lower()
+    if switch in {"off", "0", "false", "no"}:
+        return None
+    if switch not in {"on", "1", "true", "yes"}:
+        raise ImproperlyConfigured(f"DATABASE_POOL={switch!r} is neither 'on' nor 'off'.")
+    if os.environ.get("DATABASE_CONN_MAX_AGE", "0").strip() not in {"", "0"}:
+        # Django refuses persistent connections with a pool: say which variable to change.
+        raise ImproperlyConfigured(
+            "DATABASE_CONN_MAX_AGE keeps a connection per thread, which Django's connection "
+            "pool does not allow: unset it, or set DATABASE_POOL=off to use it."
+        )
+    min_size = int(_env_number("DATABASE_POOL_MIN_SIZE", 2))
+    max_size = int(_env_number("DATABASE_POOL_MAX_SIZE", 20))
+    timeout = _env_number("DATABASE_POOL_TIMEOUT", 10.0, convert=float)
+    if max_size < 1:
+        raise ImproperlyConfigured("DATABASE_POOL_MAX_SIZE must be 1 or more.")
+    if min_size > max_size:
+        raise ImproperlyConfigured(
+            f"DATABASE_POOL_MIN_SIZE ({min_size}) is larger than DATABASE_POOL_MAX_SIZE ({max_size})."
+        )
+    if timeout <= 0:
+        raise ImproperlyConfigured("DATABASE_POOL_TIMEOUT must be more than 0 seconds.")
+    return {"min_size": min_size, "max_size": max_size, "timeout": timeout}
+
+
 def _database_from_url(url: str) -> dict[str, object]:
     parsed = urlparse(url)
     if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
+        pool = _pool_options()
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
@@ -29,10 +82,11 @@ def _database_from_url(url: str) -> dict[str, object]:
             "PASSWORD": unquote(parsed.password or ""),
             "HOST": parsed.hostname or "",
             "PORT": str(parsed.port or ""),
-            # Seconds a connection is kept between requests (or Celery tasks);
-            # 0 (the default) opens one per request.
-            "CONN_MAX_AGE": int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+            # Without the pool: seconds a connection is kept between requests
+            # (or Celery tasks); 0 (the default) opens one per request.
+            "CONN_MAX_AGE": 0 if pool else int(_env_number("DATABASE_CONN_MAX_AGE", 0)),
             "CONN_HEALTH_CHECKS": True,
+            "OPTIONS": {"pool": pool} if pool else {},
         }
     if parsed.scheme == "sqlite":
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parsed.path) or ":memory:"}
@@ -71,6 +125,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Pages answer a plain 503 with Retry-After, not a 500, when the database's
+    # connection pool has no connection free (the API answers its own JSON 503).
+    "conversations.database.DatabaseBusyMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"

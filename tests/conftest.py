@@ -200,3 +200,61 @@ def browser():
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def small_pool(transactional_db):
+    """The default database behind a psycopg pool of ONE connection that waits 0.2 s at most.
+
+    PostgreSQL only (mark the test ``postgres``). Whatever the session's own
+    pool settings, this test runs pooled; they are put back afterwards.
+    """
+    from django.db import connections
+
+    conf = connection.settings_dict  # one dict, shared by every thread's connection
+    saved = conf["OPTIONS"].get("pool"), conf["CONN_MAX_AGE"]
+    connections.close_all()
+    connection.close_pool()
+    conf["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 1, "timeout": 0.2}
+    conf["CONN_MAX_AGE"] = 0
+    yield
+    connections.close_all()
+    connection.close_pool()
+    if saved[0] is None:
+        del conf["OPTIONS"]["pool"]
+    else:
+        conf["OPTIONS"]["pool"] = saved[0]
+    conf["CONN_MAX_AGE"] = saved[1]
+
+
+@pytest.fixture
+def held_connection(small_pool):
+    """``held_connection()``: a context in which another thread holds the pool's only connection."""
+    import contextlib
+    import threading
+
+    from django.db import connections
+
+    @contextlib.contextmanager
+    def hold():
+        connections.close_all()  # this thread's connection goes back to the pool first
+        taken, release = threading.Event(), threading.Event()
+
+        def holder():
+            try:
+                connection.ensure_connection()
+                taken.set()
+                release.wait(30)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=holder, name="holds-the-connection")
+        thread.start()
+        try:
+            assert taken.wait(10), "the other thread got no connection"
+            yield
+        finally:
+            release.set()
+            thread.join(10)
+
+    return hold

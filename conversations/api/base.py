@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, cast
 from django.apps import apps
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.openapi import AutoSchema
 from rest_framework.authentication import (
     BaseAuthentication,
     SessionAuthentication,
@@ -29,6 +28,7 @@ from conversations.models import Conversation
 
 from .errors import QueryValidationError, exception_handler
 from .limits import DepthLimitedJSONParser
+from .schema import ConversationsAutoSchema
 
 if TYPE_CHECKING:
     from rest_framework.settings import _Settings as _DRFSettings
@@ -82,7 +82,7 @@ class ConversationsAPIView(GenericAPIView[Any]):
     filter_backends = ()
     pagination_class: type[BasePagination] | None = None
     # Set per view so the OpenAPI schema works without the host's DEFAULT_SCHEMA_CLASS.
-    schema = AutoSchema()
+    schema = ConversationsAutoSchema()
 
     def get_authenticators(self) -> list[BaseAuthentication]:
         tokens = apps.is_installed("rest_framework.authtoken")

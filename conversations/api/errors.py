@@ -12,27 +12,35 @@ Every error response is ``{"code": ..., "detail": ..., "errors": [...]}``:
 
 The app's views install :func:`exception_handler` through their base class
 (``get_exception_handler``), so the host never changes DRF's global settings.
-Exceptions this module does not know are not caught.
+Exceptions this module does not know are not caught. One error that is not
+the app's is known: a database connection pool with no connection to give
+(``conversations.database``) is 503 ``service_unavailable`` with
+``Retry-After``, not a 500; :func:`answer_database_busy` gives the API's
+plain Django views the same answer.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, ParamSpec
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.db import DatabaseError
+from django.http import Http404, JsonResponse
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
+from conversations.database import RETRY_AFTER_SECONDS, database_busy
 from conversations.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalForbidden,
@@ -54,9 +62,12 @@ from conversations.exceptions import (
 
 __all__ = [
     "ERROR_STATUSES",
+    "SERVICE_UNAVAILABLE",
     "APIError",
     "QueryValidationError",
+    "answer_database_busy",
     "blame_configuration",
+    "database_busy_answer",
     "error_body",
     "error_item",
     "exception_handler",
@@ -64,6 +75,8 @@ __all__ = [
     "status_for_code",
     "status_for_exception",
 ]
+
+_P = ParamSpec("_P")
 
 ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (InvalidArgumentError, status.HTTP_400_BAD_REQUEST),
@@ -87,6 +100,9 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (ProviderError, status.HTTP_502_BAD_GATEWAY),
 )
 """The app's exceptions and their HTTP status: the only mapping in the API."""
+
+SERVICE_UNAVAILABLE: Final = "service_unavailable"
+"""The code of a 503 for want of a database connection (the pool's timeout passed)."""
 
 
 def status_for_exception(exc: ConversationsError | type[ConversationsError]) -> int | None:
@@ -216,6 +232,28 @@ def _seconds_until(moment: datetime) -> int:
     return max(1, math.ceil((moment - timezone.now()).total_seconds()))
 
 
+def database_busy_answer() -> tuple[dict[str, Any], dict[str, str]]:
+    """The body and headers of the 503 for want of a database connection."""
+    body = error_body(SERVICE_UNAVAILABLE, "The server is busy; try again in a moment.")
+    return body, {"Retry-After": str(RETRY_AFTER_SECONDS)}
+
+
+def answer_database_busy(view: Callable[_P, HttpResponseBase]) -> Callable[_P, HttpResponseBase]:
+    """For the API's plain Django views (not DRF's): the pool's 503 in the one error shape."""
+
+    @functools.wraps(view)
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> HttpResponseBase:
+        try:
+            return view(*args, **kwargs)
+        except DatabaseError as exc:
+            if not database_busy(exc):
+                raise
+            body, headers = database_busy_answer()
+            return JsonResponse(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
+
+    return wrapped
+
+
 def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | None:
     """Turn a known exception into the one error shape; ``None`` for anything else."""
     if isinstance(exc, RequestDataTooBig):
@@ -263,6 +301,10 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
         if isinstance(exc, BudgetExceeded) and exc.resets_at is not None:
             headers["Retry-After"] = str(_seconds_until(exc.resets_at))
         code, body = mapped, error_body(exc.code, exc.detail, errors)
+    elif database_busy(exc):
+        body, busy_headers = database_busy_answer()
+        code = status.HTTP_503_SERVICE_UNAVAILABLE
+        headers.update(busy_headers)
     else:
         return None
     set_rollback()

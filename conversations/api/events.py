@@ -28,7 +28,7 @@ from rest_framework.authentication import TokenAuthentication
 from conversations.conf import app_settings
 from conversations.models import Run
 
-from .errors import error_body, error_item
+from .errors import answer_database_busy, error_body, error_item
 from .event_rows import STRIDE, RunEvent
 from .event_stream import (
     FALLBACK_POLL_SECONDS,
@@ -99,6 +99,7 @@ def _last_event_id(request: HttpRequest) -> int | None:
 
 
 @csrf_exempt  # read-only: any other method is a JSON 405, never the CSRF page
+@answer_database_busy
 def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     """``GET /runs/{id}/events/``: the run's events as ``text/event-stream``.
 

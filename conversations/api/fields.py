@@ -1,4 +1,10 @@
-"""Serializer fields of the API's bodies: storable JSON and profiles named by slug."""
+"""Serializer fields of the API's bodies: storable JSON, profiles named by slug, named choices.
+
+drf-spectacular names an enum after the field holding it, so a run's
+``status`` and a tool call's ``status`` collide; fixing that would take a
+global ``ENUM_NAME_OVERRIDES`` setting. A :class:`NamedChoiceField` names its
+own component instead, so the host's settings stay untouched.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.validators import slug_re
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -15,7 +22,7 @@ from conversations.models import Profile
 
 from .errors import APIError, error_item, json_pointer
 
-__all__ = ["JSONObjectField", "ProfileSlugField", "check_storable"]
+__all__ = ["JSONObjectField", "NamedChoiceField", "ProfileSlugField", "check_storable"]
 
 
 def _unstorable(
@@ -87,3 +94,24 @@ class ProfileSlugField(serializers.SlugRelatedField[Profile]):
         if not isinstance(data, str) or not slug_re.fullmatch(data):
             self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:100])
         return super().to_internal_value(data)
+
+
+class NamedChoiceField(serializers.ChoiceField):
+    """A choice field whose choices form the schema component ``component_name``."""
+
+    def __init__(self, *, component_name: str, **kwargs: Any) -> None:
+        self.component_name = component_name
+        super().__init__(**kwargs)
+
+
+class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
+    """Publishes a :class:`NamedChoiceField`'s choices as one named enum component."""
+
+    target_class = NamedChoiceField
+
+    def get_name(self) -> str:
+        target: NamedChoiceField = self.target
+        return target.component_name
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.target.choices)}

@@ -19,8 +19,7 @@ from conversations.conf import app_settings
 from conversations.models import Message, Profile, Provider, Run, RunStatus, ToolCallStatus
 
 from .errors import APIError, error_item
-from .fields import JSONObjectField, ProfileSlugField, check_storable
-from .schema import NamedChoiceField
+from .fields import JSONObjectField, NamedChoiceField, ProfileSlugField, check_storable
 
 __all__ = [
     "ConversationInputSerializer",

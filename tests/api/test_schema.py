@@ -13,13 +13,20 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
 OPERATIONS = {
-    ("/api/conversations/", "get"): {"200", "400", "401", "403"},
-    ("/api/conversations/", "post"): {"201", "400", "401", "403"},
-    ("/api/conversations/import/", "post"): {"201", "400", "401", "403"},
-    ("/api/conversations/{conversation_id}/", "get"): {"200", "401", "403", "404"},
-    ("/api/conversations/{conversation_id}/", "patch"): {"200", "400", "401", "403", "404"},
-    ("/api/conversations/{conversation_id}/", "delete"): {"204", "401", "403", "404", "409"},
-    ("/api/conversations/{conversation_id}/messages/", "get"): {"200", "400", "401", "403", "404"},
+    ("/api/conversations/", "get"): {"200", "400", "401", "403", "503"},
+    ("/api/conversations/", "post"): {"201", "400", "401", "403", "503"},
+    ("/api/conversations/import/", "post"): {"201", "400", "401", "403", "503"},
+    ("/api/conversations/{conversation_id}/", "get"): {"200", "401", "403", "404", "503"},
+    ("/api/conversations/{conversation_id}/", "patch"): {"200", "400", "401", "403", "404", "503"},
+    ("/api/conversations/{conversation_id}/", "delete"): {"204", "401", "403", "404", "409", "503"},
+    ("/api/conversations/{conversation_id}/messages/", "get"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "503",
+    },
     ("/api/conversations/{conversation_id}/messages/", "post"): {
         "200",  # with Accept: text/event-stream
         "201",
@@ -35,8 +42,15 @@ OPERATIONS = {
         "503",
         "504",
     },
-    ("/api/conversations/{conversation_id}/runs/", "get"): {"200", "400", "401", "403", "404"},
-    ("/api/conversations/{conversation_id}/chat/", "get"): {"200", "401", "403", "404"},
+    ("/api/conversations/{conversation_id}/runs/", "get"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "503",
+    },
+    ("/api/conversations/{conversation_id}/chat/", "get"): {"200", "401", "403", "404", "503"},
     ("/api/conversations/{conversation_id}/chat/", "post"): {
         "200",
         "400",
@@ -56,8 +70,8 @@ OPERATIONS = {
         "404",
         "503",
     },
-    ("/api/runs/{run_id}/", "get"): {"200", "401", "403", "404"},
-    ("/api/runs/{run_id}/cancel/", "post"): {"202", "401", "403", "404", "409"},
+    ("/api/runs/{run_id}/", "get"): {"200", "401", "403", "404", "503"},
+    ("/api/runs/{run_id}/cancel/", "post"): {"202", "401", "403", "404", "409", "503"},
     ("/api/conversations/{conversation_id}/fork/", "post"): {
         "201",
         "400",
@@ -65,6 +79,7 @@ OPERATIONS = {
         "403",
         "404",
         "409",
+        "503",
     },
     ("/api/conversations/{conversation_id}/messages/{position}/edit/", "post"): {
         "200",
@@ -93,12 +108,12 @@ OPERATIONS = {
         "503",
         "504",
     },
-    ("/api/conversations/{conversation_id}/branches/", "get"): {"200", "401", "403", "404"},
-    ("/api/search/", "get"): {"200", "400", "401", "403"},
-    ("/api/export/", "get"): {"200", "401", "403"},
-    ("/api/tools/", "get"): {"200", "401", "403"},
-    ("/api/profiles/", "get"): {"200", "401", "403"},
-    ("/api/approvals/", "get"): {"200", "401", "403"},
+    ("/api/conversations/{conversation_id}/branches/", "get"): {"200", "401", "403", "404", "503"},
+    ("/api/search/", "get"): {"200", "400", "401", "403", "503"},
+    ("/api/export/", "get"): {"200", "401", "403", "503"},
+    ("/api/tools/", "get"): {"200", "401", "403", "503"},
+    ("/api/profiles/", "get"): {"200", "401", "403", "503"},
+    ("/api/approvals/", "get"): {"200", "401", "403", "503"},
     ("/api/tool-calls/{tool_call_id}/approve/", "post"): {
         "200",
         "202",
@@ -118,7 +133,7 @@ OPERATIONS = {
         "409",
         "503",
     },
-    ("/api/usage/", "get"): {"200", "400", "401", "403"},
+    ("/api/usage/", "get"): {"200", "400", "401", "403", "503"},
 }
 
 WITHOUT_BODY = {
@@ -271,3 +286,19 @@ def test_a_hosts_own_title_does_not_rename_the_apps_api(client, settings):
     info = json.loads(response.content)["info"]
     assert info["title"] == "django-llm-conversations API"
     assert info["version"] != "9.9.9"
+
+
+def test_every_operation_documents_the_503_of_a_busy_database(schema):
+    from conversations.api.schema import DATABASE_BUSY
+
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            busy = operation["responses"]["503"]
+            assert busy["description"].endswith(DATABASE_BUSY), (path, method)
+            assert busy["headers"]["Retry-After"]["schema"] == {"type": "integer"}
+            error = busy["content"]["application/json"]["schema"]["$ref"]
+            # RunFailure is the error shape plus the failed run, absent when none started.
+            assert error.rpartition("/")[2] in {"Error", "RunFailure"}, (path, method)
+    # A 503 a view documents itself keeps its own words in front.
+    post = schema["paths"]["/api/conversations/{conversation_id}/messages/"]["post"]
+    assert "`executor_unavailable`" in post["responses"]["503"]["description"]
