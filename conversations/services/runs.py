@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import signals
@@ -313,8 +313,14 @@ class Heartbeat:
 
         try:
             while not self._stop.wait(self.interval):
-                # Fenced like every write: a run ended by recovery stays ended.
-                held_run(self.run).update(heartbeat_at=timezone.now())
+                try:
+                    # Fenced like every write: a run ended by recovery stays ended.
+                    held_run(self.run).update(heartbeat_at=timezone.now())
+                except DatabaseError:
+                    # A busy pool or a dropped connection: this beat is lost, not
+                    # the next ones (a dead thread would let the lease expire).
+                    logger.warning("run %s: heartbeat failed, trying again", self.run_id)
+                    connection.close()
         finally:
             connection.close()
 

@@ -143,6 +143,9 @@ def test_under_asgi_deltas_arrive_while_the_stream_waits_on_the_event_loop(user,
     client.force_login(user)
 
     subscribed = []
+    # The run ends once the client has the deltas: a stream that sees the run
+    # ended stops (the stored answer supersedes what was still in flight).
+    relayed = threading.Event()
 
     def publisher():
         deadline = time.monotonic() + 60
@@ -151,13 +154,19 @@ def test_under_asgi_deltas_arrive_while_the_stream_waits_on_the_event_loop(user,
         subscribed.append(str(running.pk) in events.backend().hub.runs())
         for seq, text in enumerate(["one", " two", " three"], start=1):
             events.publish(running.pk, "text.delta", {"seq": seq, "text": text})
+        relayed.wait(20)
         end(running)
         connections.close_all()
 
     async def fetch():
         response = await client.get(reverse("conversations:run-events", args=[running.pk]))
         assert response.is_async
-        return b"".join([chunk async for chunk in response.streaming_content])
+        chunks = []
+        async for chunk in response.streaming_content:
+            chunks.append(chunk)
+            if b"".join(chunks).count(b"event: text.delta") == 3:
+                relayed.set()
+        return b"".join(chunks)
 
     thread = threading.Thread(target=publisher)
     thread.start()

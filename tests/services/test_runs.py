@@ -6,7 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 
 from conversations.domain import ChatMessage, Role
@@ -16,9 +16,11 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import execute_run, run_tool_loop
+from conversations.services import runs as runs_service
 from conversations.services.executors import submit_run
 from conversations.services.runs import (
     CANCEL_CHECK_INTERVAL,
+    Heartbeat,
     cancel_run,
     claim_run,
     start_run,
@@ -210,3 +212,27 @@ def test_cancelled_between_tools_answers_the_rest_as_cancelled(
     )
     assert len(provider.requests) == 1
     assert_every_adapter_accepts(history)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_heartbeat_does_not_stop_the_next_ones(demo_conversation, monkeypatch):
+    run = start_run(conversation=demo_conversation, content="hi")
+    old = timezone.now() - timedelta(minutes=5)
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=old)
+    calls: list[int] = []
+    real = runs_service.held_run
+
+    def flaky(target):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("couldn't get a connection after 10.00 sec")
+        return real(target)
+
+    monkeypatch.setattr(runs_service, "held_run", flaky)
+    with Heartbeat(run, interval=0.05):
+        deadline = time.monotonic() + 20
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert len(calls) >= 3  # it went on beating after the failure
+    run.refresh_from_db()
+    assert run.heartbeat_at > old
