@@ -74,6 +74,8 @@ def test_regenerate_edit_and_switch_between_branches(live_server, demo, browser)
     switch = page.locator(".llm-msg[data-position='1'] .llm-branch-switch")
     expect(switch.locator(".llm-branch-count")).to_have_text("2 / 2")
     expect(page.locator(".llm-msg-assistant .llm-msg-text").last).to_contain_text("Leipzig")
+    # The branch opened while its answer streamed; the page is free again once the run ended.
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
     regenerated_url = page.url
 
     # The switch goes back to the original, which shows 1 / 2 at the same message.
@@ -95,6 +97,7 @@ def test_regenerate_edit_and_switch_between_branches(live_server, demo, browser)
     expect(page).not_to_have_url(root_url)
     expect(page.locator(".llm-msg-user .llm-msg-text").first).to_have_text("What time is it?")
     expect(page.locator(".llm-msg-assistant").last).to_be_visible()
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
     expect(
         page.locator(".llm-msg[data-position='0'] .llm-branch-switch .llm-branch-count")
     ).to_have_text("2 / 2")

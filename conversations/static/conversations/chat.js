@@ -1052,9 +1052,10 @@
     return el(
       "nav",
       { className: "llm-branch-switch", "aria-label": `Versions of message ${position + 1}` },
-      el("button", { type: "button", className: "llm-secondary", "aria-label": "Previous version", onclick: () => go(-1) }, "‹"),
+      // Disabled while a run of the page goes on (setBusy redraws them when it ends).
+      el("button", { type: "button", className: "llm-secondary", "aria-label": "Previous version", disabled: state.busy, onclick: () => go(-1) }, "‹"),
       el("span", { className: "llm-branch-count" }, `${index + 1} / ${choice.options.length}`),
-      el("button", { type: "button", className: "llm-secondary", "aria-label": "Next version", onclick: () => go(1) }, "›")
+      el("button", { type: "button", className: "llm-secondary", "aria-label": "Next version", disabled: state.busy, onclick: () => go(1) }, "›")
     );
   }
 
