@@ -16,12 +16,16 @@ two readers are timed, each over the whole conversation:
   ``next`` cursor, 100 messages per page (the largest page), through Django's
   full request stack (``APIClient``, no network).
 
-Each figure is the median of repeated reads (at least 5 and 1 s of reading
-per size), divided by the number of messages: µs per message. A reader is
-flat when its time per message does not grow with the history: the 10,000
-message figure within 1.5 x the 1,000 message one (at 10 messages, fixed
-per-call costs dominate, so that size only shows them). Queries are counted
-in one more, untimed read: per read for the history, per page for the API.
+µs per message is the median over the timed pieces of repeated reads (the
+history: each read; the API: each page on its own), each divided by its
+messages; ms per read is the median of whole reads. The sizes are read in
+rotation (5 rotations, each reading every size about as many messages'
+worth: 100 reads of 10 messages, 10 of 1,000, one of 10,000), so load from
+other processes on the machine hits every size alike. A reader is flat when its time per message
+does not grow with the history: the 10,000 message figure within 1.5 x the
+1,000 message one (at 10 messages, fixed per-call costs dominate, so that
+size only shows them). Queries are counted in one more, untimed read: per
+read for the history, per page for the API.
 
 It prints PASS/MISS and asserts nothing: the exit code is 0 whatever the
 figures (see docs/performance.md).
@@ -51,8 +55,7 @@ TURN = 5
 PAGE_SIZE = 100
 FLAT = 1.5
 """The largest acceptable growth of µs per message from 1,000 to 10,000 messages."""
-MIN_REPEATS = 5
-MIN_SECONDS = 1.0
+ROTATIONS = 5
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,24 +105,23 @@ def bench(where: str, sizes: list[int]) -> None:
         stored.append((size, store_conversation(user, size), time.perf_counter() - started))
     refresh_statistics()
     readers = {"history_for_provider": read_history, "GET messages (all pages)": read_pages}
-    rows = [
-        (size, name, *measure(reader, user, conversation), seconds)
-        for size, conversation, seconds in stored
-        for name, reader in readers.items()
-    ]
+    conversations = {size: conversation for size, conversation, _ in stored}
+    figures = {name: measure(reader, user, conversations) for name, reader in readers.items()}
+    rows = [(size, name, *figures[name][size]) for size in sizes for name in readers]
     title = "PostgreSQL" if connection.vendor == "postgresql" else "SQLite"
     print(f"== {title}: {where}")
     for line in describe_machine(connection.vendor):
         print(f"   {line}")
     print(
-        f"   median of >= {MIN_REPEATS} reads (and >= {MIN_SECONDS:.0f} s) per cell; "
-        f"queries per read (history) or per page of {PAGE_SIZE} (API)"
+        f"   {ROTATIONS} rotations over the sizes; µs/message: median over reads (history) "
+        f"or pages of {PAGE_SIZE} (API); ms/read: median of whole reads; "
+        "queries per read or per page"
     )
     print()
     header = f"{'messages':>8}  {'reader':<26}  {'µs/message':>10}  {'ms/read':>9}  {'queries':>9}"
     print(header)
     print("-" * len(header))
-    for size, name, per_message, total, queries, _ in rows:
+    for size, name, per_message, total, queries in rows:
         print(f"{size:>8}  {name:<26}  {per_message:>10.1f}  {total * 1000:>9.2f}  {queries:>9}")
     print()
     stores = ", ".join(f"{size:,} in {seconds:.1f} s" for size, _, seconds in stored)
@@ -171,52 +173,74 @@ def store_conversation(user: Any, size: int) -> Any:
 # Reading --------------------------------------------------------------------------------
 
 
-def read_history(user: Any, conversation: Any) -> int:
+Timed = list[tuple[int, float]]
+"""The pieces of one read: (messages, seconds) of each query-and-map or page."""
+
+
+def read_history(user: Any, conversation: Any) -> Timed:
+    """The history as the loop sends it: one piece."""
     from conversations.selectors import history_for_provider
 
-    return len(history_for_provider(conversation=conversation, profile=None))
+    started = time.perf_counter()
+    count = len(history_for_provider(conversation=conversation, profile=None))
+    return [(count, time.perf_counter() - started)]
 
 
-def read_pages(user: Any, conversation: Any) -> int:
-    """Every page of the messages endpoint; how many messages came back."""
+def read_pages(user: Any, conversation: Any) -> Timed:
+    """Every page of the messages endpoint, each timed on its own."""
     from rest_framework.test import APIClient
 
     client = APIClient()
     client.force_authenticate(user)
     url: str | None = f"/api/conversations/{conversation.pk}/messages/?page_size={PAGE_SIZE}"
-    count = 0
+    pages = []
     while url:
+        started = time.perf_counter()
         response = client.get(url)
         if response.status_code != 200:
             raise RuntimeError(f"GET {url} answered {response.status_code}: {response.content!r}")
         body = response.json()
-        count += len(body["results"])
+        pages.append((len(body["results"]), time.perf_counter() - started))
         url = body["next"]
-    return count
+    return pages
 
 
 def measure(
-    reader: Callable[[Any, Any], int], user: Any, conversation: Any
-) -> tuple[float, float, str]:
-    """µs per message and seconds per read (medians), and the queries of one read."""
+    reader: Callable[[Any, Any], Timed], user: Any, conversations: dict[int, Any]
+) -> dict[int, tuple[float, float, str]]:
+    """Per size: µs per message and seconds per read (medians), and the queries of one read.
+
+    µs per message is the median over the pieces (each page of the API on its
+    own), so a burst of load on the machine skews one page, not a whole read.
+    """
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    size = conversation.messages.count()
-    with CaptureQueriesContext(connection) as captured:
-        if reader(user, conversation) != size:
-            raise RuntimeError(f"{reader.__name__} did not read all {size} messages")
-    pages = -(-size // PAGE_SIZE) if reader is read_pages else 1
-    queries = len(captured.captured_queries)
-    described = f"{queries}" if pages == 1 else f"{queries / pages:.1f}/page"
-    samples: list[float] = []
-    started = time.perf_counter()
-    while len(samples) < MIN_REPEATS or time.perf_counter() - started < MIN_SECONDS:
-        before = time.perf_counter()
-        reader(user, conversation)
-        samples.append(time.perf_counter() - before)
-    median = statistics.median(samples)
-    return median / size * 1e6, median, described
+    queries: dict[int, str] = {}
+    for size, conversation in conversations.items():
+        with CaptureQueriesContext(connection) as captured:
+            if sum(count for count, _ in reader(user, conversation)) != size:
+                raise RuntimeError(f"{reader.__name__} did not read all {size} messages")
+        pages = -(-size // PAGE_SIZE) if reader is read_pages else 1
+        count = len(captured.captured_queries)
+        queries[size] = f"{count}" if pages == 1 else f"{count / pages:.1f}/page"
+    largest = max(conversations)
+    per_message: dict[int, list[float]] = {size: [] for size in conversations}
+    per_read: dict[int, list[float]] = {size: [] for size in conversations}
+    for _ in range(ROTATIONS):
+        for size, conversation in conversations.items():
+            for _ in range(max(1, min(100, largest // size))):
+                pieces = reader(user, conversation)
+                per_message[size] += [seconds / count * 1e6 for count, seconds in pieces if count]
+                per_read[size].append(sum(seconds for _, seconds in pieces))
+    return {
+        size: (
+            statistics.median(per_message[size]),
+            statistics.median(per_read[size]),
+            queries[size],
+        )
+        for size in conversations
+    }
 
 
 if __name__ == "__main__":
