@@ -133,6 +133,8 @@ class _Workers:
         while True:
             job()  # one that raises ends this worker (busy, so no count changes)
             with self._lock:
+                # (``jobs`` is no longer the pool's only in a child forked by a
+                # tool this worker ran: that copy of the worker just ends.)
                 if jobs is not self._jobs or self._idle >= self._keep:
                     return
                 self._idle += 1
