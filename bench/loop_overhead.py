@@ -11,6 +11,11 @@ keeps everything in memory. Both run the same workload, interleaved, so load
 from other processes on the machine hits both alike. Per cell: the median of
 ``--runs`` turns (a fresh conversation each), divided by 5 rounds.
 
+Then the same with k = 5 calls of a tool that sleeps 200 ms (``time.sleep``):
+both loops run the calls of one response concurrently, so a round should
+take about one sleep, not five. Its targets: ours within 1.25 x 200 ms per
+round, and no slower than pydantic-ai's.
+
 Per round = (time of one whole turn) / 5. The turn also holds what is not a
 round: starting the run and storing the user message, and the sixth model call
 (the text answer) with the run's end. Both sides are charged the same way
@@ -28,38 +33,48 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import os
-import platform
 import re
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib.metadata import version as installed
 from typing import Any
-from urllib.parse import unquote, urlparse, urlunparse
 
-from postgres_admin import postgres_admin  # bench/ is sys.path[0] when run as a script
+# bench/ is sys.path[0] when run as a script
+from databases import (
+    REPO,
+    add_database_options,
+    describe_machine,
+    each_database,
+    fresh_database,
+    refresh_statistics,
+)
 
-REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 5
 CALLS_PER_ROUND = (1, 5, 20)
-DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
 # The targets: the largest acceptable ratio (ours / pydantic-ai) per database and k.
 TARGETS = {
-    "sqlite": {1: 0.5, 5: 0.5, 20: 0.5},
-    "postgresql": {1: 1.0, 5: 1.0, 20: 1.5},
+    "sqlite": {1: 1.0, 5: 1.0, 20: 0.8},
+    "postgresql": {1: 2.0, 5: 1.5, 20: 1.0},
 }
+# The sleeping cell: k calls of a tool that sleeps this long, in each round.
+SLEEP_CALLS = 5
+SLEEP_SECONDS = 0.2
+SLEEP_TARGET = 1.25
+"""Ours must take at most this many sleeps per round (and no longer than pydantic-ai)."""
 WRITE_VERBS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 
 
 def echo(text: str) -> str:
     """Return the text unchanged (the trivial tool both loops run)."""
+    return text
+
+
+def nap(text: str) -> str:
+    """Sleep 200 ms, then return the text (the sleeping cell's tool)."""
+    time.sleep(SLEEP_SECONDS)
     return text
 
 
@@ -72,15 +87,9 @@ def call_arguments(round_index: int, call_index: int) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
+    add_database_options(parser)
     parser.add_argument("--runs", type=int, default=30, help="timed turns per cell (default 30)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed turns per cell first")
-    parser.add_argument(
-        "--postgres-url",
-        default=None,
-        help="server to use; default DATABASE_URL when it is a postgres:// URL, else "
-        f"{DEFAULT_POSTGRES_URL}. Its database is never written: a fresh one is made beside it.",
-    )
     parser.add_argument(
         "--durability",
         choices=("settings", "relaxed"),
@@ -100,14 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     if args.database == "both":
-        # Django reads its settings once per process, so each database gets a
-        # process of its own; a failure on one must not hide the other's table.
-        for database in ("sqlite", "postgres"):
-            child = [sys.executable, __file__, "--database", database, *_passed_on(args)]
-            result = subprocess.run(child, check=False)
-            if result.returncode:
-                print(f"[{database}: no figures, see the error above]\n", flush=True)
-        return 0
+        return each_database(__file__, _passed_on(args))
     return bench_one(args)
 
 
@@ -122,46 +124,6 @@ def _passed_on(args: argparse.Namespace) -> list[str]:
 
 
 # Database setup -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def fresh_database(database: str, postgres_url: str | None) -> Iterator[str]:
-    """Point ``project.settings`` at an empty, throwaway database; yield a description.
-
-    Must run before ``django.setup()``: the settings read the environment once.
-    """
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    # With DEBUG on, Django keeps every query in connection.queries: a cost
-    # production does not pay, so it must not be in the figures.
-    os.environ["DJANGO_DEBUG"] = "0"
-    if database == "sqlite":
-        # A real file (WAL needs one; :memory: would hide the journal), with
-        # the project's own SQLite options (WAL, BEGIN IMMEDIATE).
-        os.environ.pop("DATABASE_URL", None)
-        folder = tempfile.mkdtemp(prefix="loop-overhead-")
-        os.environ["SQLITE_PATH"] = str(Path(folder) / "bench.sqlite3")
-        try:
-            yield f"SQLite, temporary file {os.environ['SQLITE_PATH']}"
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        return
-    url = postgres_url or os.environ.get("DATABASE_URL", "")
-    if urlparse(url).scheme not in {"postgres", "postgresql", "pgsql"}:
-        url = DEFAULT_POSTGRES_URL
-    parsed = urlparse(url)
-    base = unquote(parsed.path.lstrip("/")) or "bench"
-    # A new database per invocation: migrations run into an empty schema, and
-    # whatever the URL names (perhaps someone's development data) is untouched.
-    name = f"{base}_loop_{uuid.uuid4().hex[:8]}"
-    postgres_admin(parsed, f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
-    try:
-        yield f"PostgreSQL, throwaway database {name} on {parsed.hostname}:{parsed.port or 5432}"
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def relax_durability(connection: Any) -> None:
@@ -284,6 +246,8 @@ class Ours:
     """Our loop with the bench's tool registered and one user to own conversations."""
 
     user: Any
+    tool: str = "echo"
+    """The name of the registered tool the model calls."""
 
     def turn(
         self,
@@ -305,7 +269,8 @@ class Ours:
             def respond(messages: Any, tools: Any, options: Any) -> Any:
                 if counts is not None:
                     counts.mark()
-                return scripted_calls(*(("echo", call_arguments(round_index, i)) for i in range(k)))
+                calls = ((self.tool, call_arguments(round_index, i)) for i in range(k))
+                return scripted_calls(*calls)
 
             return respond
 
@@ -338,8 +303,12 @@ class Ours:
         return counts
 
 
-def pydantic_agent(k: int) -> Any:
-    """An Agent whose FunctionModel asks for k calls per round for 5 rounds, then answers."""
+def pydantic_agent(k: int, tool: Callable[[str], str] = echo) -> Any:
+    """An Agent whose FunctionModel asks for k calls of ``tool`` per round for 5 rounds, then answers.
+
+    pydantic-ai runs the calls of one response concurrently (a function
+    like ``tool`` in a worker thread each).
+    """
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import FunctionModel
@@ -349,11 +318,11 @@ def pydantic_agent(k: int) -> Any:
         if done < ROUNDS:
             # ToolCallPart makes a fresh tool_call_id per part.
             return ModelResponse(
-                parts=[ToolCallPart("echo", call_arguments(done, i)) for i in range(k)]
+                parts=[ToolCallPart(tool.__name__, call_arguments(done, i)) for i in range(k)]
             )
         return ModelResponse(parts=[TextPart("done")])
 
-    return Agent(FunctionModel(model), tools=[echo], name="bench")
+    return Agent(FunctionModel(model), tools=[tool], name="bench")
 
 
 def pydantic_turn(agent: Any) -> float:
@@ -394,8 +363,8 @@ def _difference(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, i
     return after[0] - before[0], after[1] - before[1]
 
 
-def measure(ours: Ours, k: int, runs: int, warmup: int) -> Cell:
-    agent = pydantic_agent(k)
+def measure(ours: Ours, k: int, runs: int, warmup: int, tool: Callable[[str], str] = echo) -> Cell:
+    agent = pydantic_agent(k, tool)
     for _ in range(warmup):
         ours.turn(k)
         pydantic_turn(agent)
@@ -417,70 +386,6 @@ def measure(ours: Ours, k: int, runs: int, warmup: int) -> Cell:
             mine.append(ours.turn(k))
             theirs.append(pydantic_turn(agent))
     return Cell(k, mine, theirs, counts)
-
-
-def refresh_statistics() -> None:
-    """On PostgreSQL, ANALYZE, as autovacuum would on a production server.
-
-    Without statistics, the plans PL/pgSQL caches for the triggers' queries
-    (generic plans, chosen once per connection while the tables are nearly
-    empty) can stay sequential scans, and a user or assistant message insert
-    then costs time proportional to every tool call in the table: 150 ms at
-    8,000 calls on this machine. Servers run with autovacuum off (as the
-    development one here does) would measure that instead of the loop. ANALYZE
-    invalidates the cached plans, so the next ones are made with real figures.
-    """
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
-
-
-def describe_machine(vendor: str) -> list[str]:
-    import django
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        if vendor == "postgresql":
-            cursor.execute("SELECT version()")
-            server = cursor.fetchone()[0].split(" on ")[0]
-            cursor.execute("SHOW fsync")
-            fsync = cursor.fetchone()[0]
-            cursor.execute("SHOW synchronous_commit")
-            sync = cursor.fetchone()[0]
-            cursor.execute("SHOW autovacuum")
-            autovacuum = cursor.fetchone()[0]
-            database = (
-                f"{server}, fsync={fsync}, synchronous_commit={sync}, autovacuum={autovacuum}"
-            )
-        else:
-            cursor.execute("SELECT sqlite_version()")
-            version = cursor.fetchone()[0]
-            cursor.execute("PRAGMA journal_mode")
-            journal = cursor.fetchone()[0]
-            cursor.execute("PRAGMA synchronous")
-            synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[cursor.fetchone()[0]]
-            database = f"SQLite {version}, journal_mode={journal}, synchronous={synchronous}"
-    from importlib.metadata import version as installed
-
-    loads = os.getloadavg()
-    cpus = os.cpu_count() or 1
-    lines = [
-        f"Python {platform.python_version()}, Django {django.get_version()}, "
-        f"pydantic-ai-slim {installed('pydantic-ai-slim')}",
-        f"{cpus} CPUs, load average {' '.join(f'{x:.2f}' for x in loads)}",
-        database,
-    ]
-    if loads[0] > 1 + cpus / 2:
-        # The bench itself keeps one CPU busy (the 1); beyond that, other
-        # processes steal CPU from both loops (and from the PostgreSQL server,
-        # which only ours uses) and share the disk's fsyncs.
-        lines.append(
-            "WARNING: the machine was busy; absolute times are inflated and noisy. "
-            "Rerun when idle before quoting them."
-        )
-    return lines
 
 
 def print_table(vendor: str, where: str, cells: list[Cell], runs: int, machine: list[str]) -> None:
@@ -525,6 +430,30 @@ def print_table(vendor: str, where: str, cells: list[Cell], runs: int, machine: 
     print(
         f"   Outside the rounds, per turn: before the first model call {start_q} queries / "
         f"{start_c} commits; after the last (answer stored, run finished) {end_q} / {end_c}."
+    )
+    print()
+
+
+def print_sleeping(cell: Cell) -> None:
+    """The sleeping cell's figures and its two targets."""
+    mine = cell.per_round_ms(cell.ours)
+    theirs = cell.per_round_ms(cell.theirs)
+    budget = SLEEP_TARGET * SLEEP_SECONDS * 1000
+    q1, q3 = cell.quartiles_ms(cell.ours)
+    t1, t3 = cell.quartiles_ms(cell.theirs)
+    print(
+        f"   k={cell.k} calls of a tool sleeping {SLEEP_SECONDS * 1000:.0f} ms (time.sleep) per "
+        f"round; median of {len(cell.ours)} turns, ms per round = turn / {ROUNDS}"
+    )
+    print(f"   ours        {mine:>7.2f} [{q1:.2f}-{q3:.2f}]")
+    print(f"   pydantic-ai {theirs:>7.2f} [{t1:.2f}-{t3:.2f}]")
+    print(
+        f"   ours <= {SLEEP_TARGET} x {SLEEP_SECONDS * 1000:.0f} ms = {budget:.0f} ms per round: "
+        f"{'PASS' if mine <= budget else 'MISS'}"
+    )
+    print(
+        f"   ours <= pydantic-ai's (ratio {mine / theirs:.3f}): "
+        f"{'PASS' if mine <= theirs else 'MISS'}"
     )
     print()
 
@@ -597,10 +526,11 @@ def _statement_shape(sql: str) -> str:
 
 
 def bench_one(args: argparse.Namespace) -> int:
-    sys.path.insert(0, str(REPO))  # `project` lives in the repository, not in the venv
     with contextlib.ExitStack() as stack:
         try:
-            where = stack.enter_context(fresh_database(args.database, args.postgres_url))
+            where = stack.enter_context(
+                fresh_database(args.database, args.postgres_url, label="loop")
+            )
         except Exception as exc:
             print(f"== {args.database}: cannot prepare a database: {exc}", file=sys.stderr)
             return 1
@@ -618,13 +548,18 @@ def bench_one(args: argparse.Namespace) -> int:
             relax_durability(connection)
             where += "; RELAXED DURABILITY (what-if, not the configured behaviour)"
         user = get_user_model().objects.create_user(username="bench")
-        # Only the bench's tool is offered, as only it is given to pydantic-ai.
+        # Only the cell's tool is offered, as only it is given to pydantic-ai.
         tools = stack.enter_context(registry.isolated(empty=True))
         tool(registry=tools)(echo)
         ours = Ours(user)
         cells = [measure(ours, k, args.runs, args.warmup) for k in CALLS_PER_ROUND]
-        machine = describe_machine(connection.vendor)
+        with registry.isolated(empty=True) as napping:
+            tool(registry=napping)(nap)
+            sleeping = measure(Ours(user, tool="nap"), SLEEP_CALLS, args.runs, args.warmup, nap)
+        versions = f", pydantic-ai-slim {installed('pydantic-ai-slim')}"
+        machine = describe_machine(connection.vendor, versions=versions)
         print_table(connection.vendor, where, cells, args.runs, machine)
+        print_sleeping(sleeping)
         if args.profile:
             profile(ours, args.profile, args.runs)
     # Informational only: a missed target is reported above, never as a failure.

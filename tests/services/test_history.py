@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 from conversations.domain import TOOL_NAME_PATTERN, ChatMessage, ToolCall
 from conversations.models import Message
-from conversations.selectors import get_history, message_to_domain, open_tool_calls
+from conversations.selectors import (
+    get_history,
+    history_for_provider,
+    message_to_domain,
+    open_tool_calls,
+)
 from conversations.services import append_messages, create_conversation
 from tests.strategies import (
     RAW_NOT_OBJECTS,
@@ -156,3 +161,17 @@ def test_history_queries_do_not_grow_with_its_length(user, django_assert_max_num
     assert counts[0] == counts[1] <= 3
     with django_assert_max_num_queries(3):
         assert len(get_history(conversation=large)) == 500
+
+
+def test_what_a_provider_is_sent_reads_in_the_same_queries_at_any_length(user, profile):
+    """The loop's read: the profile's system prompt, then the history (5 and 30 messages)."""
+    counts = []
+    for rounds in (1, 6):
+        conversation = history_of(user, rounds)
+        with CaptureQueriesContext(connection) as context:
+            sent = history_for_provider(conversation=conversation, profile=profile)
+        counts.append(len(context.captured_queries))
+        assert len(sent) == 1 + 5 * rounds
+        assert sent[0] == ChatMessage.system(profile.system_prompt)
+        assert sent[2].tool_calls is not None and len(sent[2].tool_calls) == 2
+    assert counts[0] == counts[1] <= 2
