@@ -13,7 +13,9 @@ from .approvals import (
 )
 from .config import active_profiles, available_tools, disabled_tool_names, get_default_profile
 from .history import (
+    TranscriptTail,
     get_history,
+    history_and_tail,
     history_for_provider,
     message_to_domain,
     open_tool_calls,
@@ -42,6 +44,7 @@ from .listings import (
 )
 
 __all__ = [
+    "TranscriptTail",
     "active_profiles",
     "admin_conversations",
     "admin_messages",
@@ -59,6 +62,7 @@ __all__ = [
     "get_history",
     "has_live_run",
     "has_running_run",
+    "history_and_tail",
     "history_for_provider",
     "last_run_status",
     "message_to_domain",

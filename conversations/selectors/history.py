@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from django.db.models import Exists, OuterRef
 
@@ -11,7 +12,9 @@ from conversations import domain
 from conversations.models import Conversation, Message, Profile, ToolCall
 
 __all__ = [
+    "TranscriptTail",
     "get_history",
+    "history_and_tail",
     "history_for_provider",
     "message_to_domain",
     "open_tool_calls",
@@ -70,12 +73,52 @@ def message_to_domain(
     )
 
 
+@dataclass(slots=True)
+class TranscriptTail:
+    """The end of a stored conversation, as the one writer holding it keeps it in memory.
+
+    A run holds its conversation (one running run at most, a database rule),
+    so after one read it can append without reading the rows again: the next
+    position, the calls still open and the call ids already taken are known.
+    Another writer appending meanwhile is refused by the database (positions
+    are unique), never interleaved.
+    """
+
+    last_position: int = -1
+    """Position of the last message (-1: none)."""
+    open_calls: dict[str, ToolCall | int] = field(default_factory=dict)
+    """Unanswered calls, call id -> row (or its primary key), in call order."""
+    used_call_ids: set[str] = field(default_factory=set)
+    """Every call id of the conversation (they are unique per conversation)."""
+
+    def advance(self, rows: Iterable[Message]) -> None:
+        """Take appended rows into account (their calls as the prefetched relation)."""
+        for row in rows:
+            self.last_position = row.position
+            if row.role == Message.Role.TOOL:
+                answered = [k for k, v in self.open_calls.items() if _pk(v) == row.tool_call_id]
+                for call_id in answered:
+                    del self.open_calls[call_id]
+                continue
+            for call in getattr(row, "_prefetched_objects_cache", {}).get("tool_calls", ()):
+                self.open_calls[call.call_id] = call
+                self.used_call_ids.add(call.call_id)
+
+
+def _pk(value: ToolCall | int) -> int:
+    return value if isinstance(value, int) else value.pk
+
+
 def get_history(*, conversation: Conversation) -> list[domain.ChatMessage]:
     """The conversation as the provider is sent it, oldest first, in two queries.
 
     The calls are read by their (denormalised) conversation, not by message ids,
     so no query grows with the history.
     """
+    return _history(conversation)[0]
+
+
+def _history(conversation: Conversation) -> tuple[list[domain.ChatMessage], TranscriptTail]:
     messages = list(
         Message.objects.filter(conversation=conversation)
         .select_related("tool_call")
@@ -83,16 +126,19 @@ def get_history(*, conversation: Conversation) -> list[domain.ChatMessage]:
         .order_by("position")
     )
     calls_by_message: dict[int, list[ToolCall]] = defaultdict(list)
-    for call in (
-        ToolCall.objects.filter(conversation=conversation)
-        .only(*_CALL_FIELDS)
-        .order_by("message_id", "index")
-    ):
+    tail = TranscriptTail(last_position=messages[-1].position if messages else -1)
+    answered = {message.tool_call_id for message in messages if message.tool_call_id}
+    calls = ToolCall.objects.filter(conversation=conversation).only(*_CALL_FIELDS)
+    for call in calls.order_by("message_id", "index"):
         calls_by_message[call.message_id].append(call)
-    return [
+        tail.used_call_ids.add(call.call_id)
+        if call.pk not in answered:
+            tail.open_calls[call.call_id] = call.pk
+    history = [
         message_to_domain(message, calls=calls_by_message.get(message.pk, ()))
         for message in messages
     ]
+    return history, tail
 
 
 def history_for_provider(
@@ -103,10 +149,17 @@ def history_for_provider(
     The system prompt is configuration, not history: it is not stored in the
     conversation, so editing a profile changes what later turns are sent.
     """
-    history = get_history(conversation=conversation)
+    return history_and_tail(conversation=conversation, profile=profile)[0]
+
+
+def history_and_tail(
+    *, conversation: Conversation, profile: Profile | None
+) -> tuple[list[domain.ChatMessage], TranscriptTail]:
+    """:func:`history_for_provider` and the conversation's :class:`TranscriptTail`, same queries."""
+    history, tail = _history(conversation)
     if profile is not None and profile.system_prompt:
-        return [domain.ChatMessage.system(profile.system_prompt), *history]
-    return history
+        return [domain.ChatMessage.system(profile.system_prompt), *history], tail
+    return history, tail
 
 
 def open_tool_calls(*, conversation: Conversation) -> list[ToolCall]:

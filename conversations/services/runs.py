@@ -228,11 +228,14 @@ def finish_run(
     final_content: str = "",
     error_code: str = "",
     error_message: str = "",
+    answered: bool = False,
 ) -> Run:
     """End the run; calls still open are answered so the history stays valid.
 
     Fenced: when this process no longer holds the run (recovery ended it
     meanwhile), nothing is written, and the run is returned as it is stored.
+    ``answered=True``: the caller holds the conversation and knows every call
+    of it is answered, so none is looked for.
     """
     open_status = (
         ToolCallRow.Status.CANCELLED
@@ -249,7 +252,7 @@ def finish_run(
             error_code=error_code,
             error_message=error_message[:2000],
         )
-        if ended:
+        if ended and not answered:
             answer_open_calls(conversation=run.conversation, status=open_status, run=run)
     if not ended:
         logger.warning("run %s: fenced out, not ended as %s (ended meanwhile)", run.pk, status)
@@ -328,6 +331,12 @@ class CancelWatch:
         self.run = run
         self.seen = False
         self._last: float | None = None
+        self._fresh = False
+
+    def read(self, cancel_requested: bool) -> None:
+        """The flag as a statement of the loop just read it: the next round need not ask."""
+        self.seen = self.seen or cancel_requested
+        self._fresh = True
 
     def cancelled(self) -> bool:
         """Whether a cancellation was requested (asks the database at most every interval)."""
@@ -340,7 +349,11 @@ class CancelWatch:
         return self.seen
 
     def raise_if_cancelled(self) -> None:
-        """At a round boundary: always ask the database (the round is about to cost more)."""
-        self._last = None
+        """At a round boundary: ask the database unless the flag was just read (:meth:`read`)."""
+        if self._fresh:
+            self._fresh = False
+            self._last = time.monotonic()
+        else:
+            self._last = None
         if self.cancelled():
             raise RunCancelled("the run was cancelled")
