@@ -333,10 +333,14 @@ class CancelWatch:
         self._last: float | None = None
         self._fresh = False
 
-    def read(self, cancel_requested: bool) -> None:
-        """The flag as a statement of the loop just read it: the next round need not ask."""
+    def read(self, cancel_requested: bool, *, fresh: bool = True) -> None:
+        """The flag as a statement of the loop just read it: the next round need not ask.
+
+        ``fresh=False`` when code may run in between that could ask for a
+        cancellation (signal receivers): then the next round asks anyway.
+        """
         self.seen = self.seen or cancel_requested
-        self._fresh = True
+        self._fresh = fresh
 
     def cancelled(self) -> bool:
         """Whether a cancellation was requested (asks the database at most every interval)."""

@@ -217,7 +217,8 @@ def _rounds(
     watch = CancelWatch(run)
     try:
         # A run resuming after a decision first answers the turn it held.
-        held = held_calls(run=run, tools=tools)
+        # Only a run that has had a round can have held one (a round counts when held).
+        held = held_calls(run=run, tools=tools) if run.iterations else []
         if held:
             _mark_running([row for row, rejection in held if rejection is None])
             live.changed()
@@ -494,7 +495,9 @@ def _run_calls(
         if state is not None:
             state.tail = history_and_tail(conversation=run.conversation, profile=None)[1]
     if held is not None and state is not None:
-        watch.read(held.cancel_requested)
+        # Receivers of tool_call_finished run below, in this thread: they may cancel.
+        listening = signals.tool_call_finished.has_listeners(ToolCallRow)
+        watch.read(held.cancel_requested, fresh=not listening)
         state.budgets_apply = held.budgets_apply
     for outcome in ordered:
         signals.tool_call_finished.send(
