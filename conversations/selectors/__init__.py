@@ -11,7 +11,14 @@ from .approvals import (
     tool_call_approval,
     visible_approvals,
 )
-from .config import active_profiles, available_tools, disabled_tool_names, get_default_profile
+from .config import (
+    ToolSettings,
+    active_profiles,
+    available_tools,
+    disabled_tool_names,
+    get_default_profile,
+    tool_settings,
+)
 from .history import (
     TranscriptTail,
     get_history,
@@ -44,6 +51,7 @@ from .listings import (
 )
 
 __all__ = [
+    "ToolSettings",
     "TranscriptTail",
     "active_profiles",
     "admin_conversations",
@@ -76,6 +84,7 @@ __all__ = [
     "runs_with_calls",
     "tool_call_approval",
     "tool_call_to_domain",
+    "tool_settings",
     "visible_approvals",
     "with_tool_calls",
 ]

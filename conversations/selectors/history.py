@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Exists, OuterRef
 
@@ -21,16 +21,22 @@ __all__ = [
     "tool_call_to_domain",
 ]
 
-_MESSAGE_FIELDS = (
+_ROW_FIELDS = (
     "id",
     "position",
     "role",
     "content",
     "is_error",
     "provider_metadata",
+    "tool_call_id",
     "tool_call__call_id",
+    "tool_calls__id",
+    "tool_calls__call_id",
+    "tool_calls__name",
+    "tool_calls__arguments",
+    "tool_calls__raw_arguments",
 )
-_CALL_FIELDS = ("id", "message_id", "index", "call_id", "name", "arguments", "raw_arguments")
+"""One row per message and call of it (the join repeats an assistant message per call)."""
 
 
 def tool_call_to_domain(call: ToolCall) -> domain.ToolCall:
@@ -53,24 +59,18 @@ def message_to_domain(
     message reads ``message.tool_call`` (``select_related`` it).
     """
     role = domain.Role(message.role)
-    tool_calls: tuple[domain.ToolCall, ...] | None = None
+    tool_calls: list[domain.ToolCall] = []
     tool_call_id: str | None = None
     if role is domain.Role.ASSISTANT:
         if calls is None:
             calls = message.tool_calls.all()
-        tool_calls = tuple(tool_call_to_domain(call) for call in calls) or None
+        tool_calls = [tool_call_to_domain(call) for call in calls]
     elif role is domain.Role.TOOL:
         # A constraint gives every tool message the call it answers.
         assert message.tool_call is not None
         tool_call_id = message.tool_call.call_id
-    return domain.ChatMessage(
-        role,
-        message.content,
-        tool_calls=tool_calls,
-        tool_call_id=tool_call_id,
-        is_error=message.is_error,
-        provider_metadata=message.provider_metadata or None,
-    )
+    row = (message.pk, message.position, role, message.content, message.is_error)
+    return _message((*row, message.provider_metadata, tool_call_id), tool_calls)
 
 
 @dataclass(slots=True)
@@ -110,35 +110,61 @@ def _pk(value: ToolCall | int) -> int:
 
 
 def get_history(*, conversation: Conversation) -> list[domain.ChatMessage]:
-    """The conversation as the provider is sent it, oldest first, in two queries.
+    """The conversation as the provider is sent it, oldest first, in one query.
 
-    The calls are read by their (denormalised) conversation, not by message ids,
-    so no query grows with the history.
+    The messages are joined to their calls, so no query grows with the history.
     """
     return _history(conversation)[0]
 
 
 def _history(conversation: Conversation) -> tuple[list[domain.ChatMessage], TranscriptTail]:
-    messages = list(
+    rows = (
         Message.objects.filter(conversation=conversation)
-        .select_related("tool_call")
-        .only(*_MESSAGE_FIELDS)
-        .order_by("position")
+        .order_by("position", "tool_calls__index")
+        .values_list(*_ROW_FIELDS)
     )
-    calls_by_message: dict[int, list[ToolCall]] = defaultdict(list)
-    tail = TranscriptTail(last_position=messages[-1].position if messages else -1)
-    answered = {message.tool_call_id for message in messages if message.tool_call_id}
-    calls = ToolCall.objects.filter(conversation=conversation).only(*_CALL_FIELDS)
-    for call in calls.order_by("message_id", "index"):
-        calls_by_message[call.message_id].append(call)
-        tail.used_call_ids.add(call.call_id)
-        if call.pk not in answered:
-            tail.open_calls[call.call_id] = call.pk
-    history = [
-        message_to_domain(message, calls=calls_by_message.get(message.pk, ()))
-        for message in messages
-    ]
+    tail = TranscriptTail()
+    answered: set[int] = set()
+    calls: list[tuple[int, str]] = []
+    history: list[domain.ChatMessage] = []
+    message: tuple[Any, ...] | None = None
+    own_calls: list[domain.ToolCall] = []
+    for row in rows:
+        if message is None or message[0] != row[0]:
+            if message is not None:
+                history.append(_message(message, own_calls))
+            message, own_calls = (*row[:6], row[7]), []
+            tail.last_position = row[1]
+            if row[6] is not None:
+                answered.add(row[6])
+        call_pk, call_id, name, arguments, raw_arguments = row[8:]
+        if call_pk is not None:
+            own_calls.append(
+                domain.ToolCall(
+                    id=call_id, name=name, arguments=arguments, raw_arguments=raw_arguments
+                )
+            )
+            calls.append((call_pk, call_id))
+    if message is not None:
+        history.append(_message(message, own_calls))
+    for call_pk, call_id in calls:
+        tail.used_call_ids.add(call_id)
+        if call_pk not in answered:
+            tail.open_calls[call_id] = call_pk
     return history, tail
+
+
+def _message(row: tuple[Any, ...], calls: list[domain.ToolCall]) -> domain.ChatMessage:
+    """``(id, position, role, content, is_error, provider_metadata, answered call id)`` as a value."""
+    role, content, is_error, metadata, answered_call_id = row[2:]
+    return domain.ChatMessage(
+        domain.Role(role),
+        content,
+        tool_calls=tuple(calls) or None,
+        tool_call_id=answered_call_id,
+        is_error=is_error,
+        provider_metadata=metadata or None,
+    )
 
 
 def history_for_provider(

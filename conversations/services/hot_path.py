@@ -1,9 +1,16 @@
 """The tool loop's hand-written SQL: the statements the ORM cannot write as one.
 
-Everything else the loop stores goes through the ORM. Two steps of a round
+Everything else the loop stores goes through the ORM. Three steps of a turn
 need what the ORM does not say in a single statement, and on PostgreSQL each
 statement is a round trip to the server, so they are written here, once, for
 both databases:
+
+- :func:`open_turn`: in the transaction that inserts a run, the
+  conversation's ``updated_at`` is bumped (its row lock, as
+  ``append_messages`` takes it), and whether any budget applies and the tool
+  settings come back in the same ``UPDATE ... RETURNING`` (the settings as one
+  JSON array: ``json_agg`` on PostgreSQL, ``json_group_array`` on SQLite), so
+  that the first model call reads neither.
 
 - :func:`hold_for_results`: before a turn's results are stored, the run is
   fenced (still ``running`` under this process's claim), the conversation's
@@ -26,6 +33,7 @@ field's ``get_db_prep_value``), so the rows are those of the ORM path.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,10 +42,11 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations.exceptions import RunFencedOut
-from conversations.models import Budget, Conversation, Run
+from conversations.models import ApprovalPolicy, Budget, Conversation, Run, ToolSetting
 from conversations.models import ToolCall as ToolCallRow
+from conversations.selectors import ToolSettings
 
-__all__ = ["Held", "hold_for_results", "update_call_states"]
+__all__ = ["Held", "Opened", "hold_for_results", "open_turn", "update_call_states"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,58 @@ def _budgets_apply_sql() -> str:
         f"b.scope = '{Budget.Scope.GLOBAL}'"
         f" OR (b.scope = '{Budget.Scope.USER}' AND b.user_id = %s)"
         f" OR (b.scope = '{Budget.Scope.PROFILE}' AND b.profile_id = %s)))"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What :func:`open_turn` read while it took the conversation."""
+
+    budgets_apply: bool
+    """Whether any active budget covers the run's first model call (block or warn)."""
+    tool_settings: ToolSettings
+    """The tool settings, read in the same statement."""
+
+
+def open_turn(run: Run) -> Opened:
+    """Bump the conversation of ``run``, just inserted; read its budgets and the tool settings.
+
+    Call inside the transaction that inserted ``run``, right after the insert
+    (the run row first, then the conversation, as recovery locks them).
+    Raises ``Conversation.DoesNotExist`` when the conversation is gone.
+    """
+    now = timezone.now()
+    conversation_table, setting_table = _table(Conversation), _table(ToolSetting)
+    aggregate = (
+        "json_agg(json_build_array(s.name, s.enabled, s.approval))"
+        if connection.vendor == "postgresql"
+        else "json_group_array(json_array(s.name, s.enabled, s.approval))"
+    )
+    sql = (
+        f"UPDATE {conversation_table} SET updated_at = %s WHERE id = %s"
+        f" RETURNING {_budgets_apply_sql()},"
+        f" (SELECT {aggregate} FROM {setting_table} s WHERE s.enabled = %s OR s.approval <> %s)"
+    )
+    params = [
+        connection.ops.adapt_datetimefield_value(now),
+        _pk(Conversation, run.conversation_id),
+        *[True, run.conversation.owner_id, run.profile_id],
+        False,
+        ApprovalPolicy.DEFAULT.value,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"conversation {run.conversation_id} does not exist")
+    run.conversation.updated_at = now
+    # PostgreSQL's driver decodes json (NULL over no rows); SQLite returns the text.
+    settings = json.loads(row[1]) if isinstance(row[1], str | bytes) else row[1] or []
+    return Opened(
+        budgets_apply=bool(row[0]),
+        tool_settings=ToolSettings.from_rows(
+            (name, bool(enabled), approval) for name, enabled, approval in settings
+        ),
     )
 
 

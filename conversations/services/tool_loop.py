@@ -60,7 +60,13 @@ from conversations.mcp.tools import mcp_connections
 from conversations.models import Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
-from conversations.selectors import TranscriptTail, available_tools, history_and_tail
+from conversations.selectors import (
+    ToolSettings,
+    TranscriptTail,
+    available_tools,
+    history_and_tail,
+    tool_settings,
+)
 from conversations.tools import Tool
 
 from . import tracing
@@ -72,12 +78,13 @@ from .providers import build_provider, close_provider, completion_options
 from .runs import (
     CancelWatch,
     Heartbeat,
+    StartedTurn,
+    begin_turn,
     claim_run,
     finish_run,
     finish_run_after_error,
     reload_run,
     resolve_profile,
-    start_run,
 )
 from .tool_calls import (
     CallOutcome,
@@ -116,14 +123,16 @@ def run_tool_loop(
     if provider is None:
         provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
     try:
-        run = start_run(
+        # Started claimed: this process executes the run, no worker has to take it.
+        started = begin_turn(
             conversation=conversation,
             content=content,
             profile=profile,
             provider=provider,
             max_iterations=max_iterations,
+            claim=True,
         )
-        return execute_run(run=run, provider=provider)
+        return _execute(started.run, provider, started)
     finally:
         if built:
             close_provider(provider)
@@ -145,6 +154,11 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
         if run.status != Run.Status.RUNNING:
             return run
         raise RunAlreadyClaimed(f"run {run.pk} is already being executed by {run.worker}")
+    return _execute(run, provider, None)
+
+
+def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | None) -> Run:
+    """Drive a run this process holds; ``started``: what starting it read (else read here)."""
     profile = run.profile
     built = provider is None
     try:
@@ -152,7 +166,8 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
             if profile is None:
                 raise ConfigurationError("the run has no profile, so a provider must be given")
             provider = build_provider(profile)
-        request = request_setup(profile=profile)
+        settings = started.tool_settings if started is not None else None
+        request = request_setup(profile=profile, settings=settings)
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
@@ -166,7 +181,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
                 provider=run.provider,
             ),
         ):
-            return _drive(run, provider, profile, request)
+            return _drive(run, provider, profile, request, started)
     finally:
         if built:
             close_provider(provider)
@@ -186,24 +201,33 @@ class RequestSetup:
     """Who must approve the calls of each tool that needs approval (``owner``/``staff``)."""
 
 
-def request_setup(*, profile: Profile | None) -> RequestSetup:
-    """Tools and options of a request for ``profile``: the loop and the dry-run export share it."""
-    tools = available_tools(allowed=profile.allowed_tools if profile else None)
+def request_setup(*, profile: Profile | None, settings: ToolSettings | None = None) -> RequestSetup:
+    """Tools and options of a request for ``profile``: the loop and the dry-run export share it.
+
+    ``settings``: the tool settings as the caller has just read them (else one query reads them).
+    """
+    settings = settings if settings is not None else tool_settings()
+    tools = available_tools(allowed=profile.allowed_tools if profile else None, settings=settings)
     specs = [tool.spec for tool in tools.values()]
     options = completion_options(profile, tools_offered=bool(specs))
-    return RequestSetup(
-        tools, specs, options, approval_levels(profile=profile, tools=tools.values())
-    )
+    levels = approval_levels(profile=profile, tools=tools.values(), settings=settings)
+    return RequestSetup(tools, specs, options, levels)
 
 
 # The rounds ----------------------------------------------------------------------------
 
 
-def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: RequestSetup) -> Run:
+def _drive(
+    run: Run,
+    provider: ChatProvider,
+    profile: Profile | None,
+    request: RequestSetup,
+    started: StartedTurn | None,
+) -> Run:
     # Without a profile (a provider given directly) answers are asked for whole, as always.
     live = LiveRun(run.pk, stream=profile is not None and profile.stream)
     try:
-        return _rounds(run, provider, profile, request, live)
+        return _rounds(run, provider, profile, request, live, started)
     finally:
         # However the run stopped, nothing streams any more and watchers re-read.
         live.clear()
@@ -211,7 +235,12 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
 
 
 def _rounds(
-    run: Run, provider: ChatProvider, profile: Profile | None, request: RequestSetup, live: LiveRun
+    run: Run,
+    provider: ChatProvider,
+    profile: Profile | None,
+    request: RequestSetup,
+    live: LiveRun,
+    started: StartedTurn | None,
 ) -> Run:
     tools, specs, options = request.tools, request.specs, request.options
     watch = CancelWatch(run)
@@ -226,8 +255,15 @@ def _rounds(
             live.changed()
         # The run holds the conversation (one running run at most), so the history
         # and its tail are read once and then kept in step with what each round persists.
-        history, tail = history_and_tail(conversation=run.conversation, profile=profile)
-        state = _State(tail)
+        if started is not None:
+            # Read when the run started, in the transaction that inserted it: no
+            # cancellation could flag a run nobody else could see yet.
+            history, tail = started.history, started.tail
+            state = _State(tail, budgets_apply=started.budgets_apply)
+            watch.read(False)
+        else:
+            history, tail = history_and_tail(conversation=run.conversation, profile=profile)
+            state = _State(tail)
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
             response, checked, approvals = _answer(

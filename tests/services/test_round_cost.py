@@ -40,9 +40,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROUNDS = 5
 ROUND_STATEMENTS = 8
 ROUND_COMMITS = 2
-START_STATEMENTS = 20
-"""Not yet lean: recovery, the busy checks, the user message, the claim, the tool
-settings and the history are read or written one by one (see docs/adr/0013-lean-round.md)."""
+START_STATEMENTS = 6
+START_COMMITS = 1
+"""The default profile, the run inserted claimed, the conversation bumped (budgets and tool
+settings read back), the history, the user message, the MCP tools (docs/adr/0013-lean-round.md)."""
 FINISH_STATEMENTS = 6
 WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 
@@ -152,6 +153,7 @@ def test_starting_and_finishing_a_turn_cost_a_bounded_number_of_statements(user,
     start = counter.between(0, 1)
     finish = counter.between(ROUNDS + 1, ROUNDS + 2)
     assert start[0] <= START_STATEMENTS, start
+    assert start[1] == START_COMMITS, start
     assert finish[0] <= FINISH_STATEMENTS, finish
 
 
