@@ -169,6 +169,15 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["position"]
+        # The turns (messages other than tool results) by position: the rule-8
+        # triggers find the last one before a new message with one index probe.
+        indexes = [
+            models.Index(
+                fields=["conversation", "position"],
+                condition=~Q(role=domain.Role.TOOL.value),
+                name="conversations_message_turn_idx",
+            ),
+        ]
         constraints = [
             # Rule 1
             models.CheckConstraint(

@@ -11,9 +11,18 @@ from .approvals import (
     tool_call_approval,
     visible_approvals,
 )
-from .config import active_profiles, available_tools, disabled_tool_names, get_default_profile
+from .config import (
+    ToolSettings,
+    active_profiles,
+    available_tools,
+    disabled_tool_names,
+    get_default_profile,
+    tool_settings,
+)
 from .history import (
+    TranscriptTail,
     get_history,
+    history_and_tail,
     history_for_provider,
     message_to_domain,
     open_tool_calls,
@@ -42,6 +51,8 @@ from .listings import (
 )
 
 __all__ = [
+    "ToolSettings",
+    "TranscriptTail",
     "active_profiles",
     "admin_conversations",
     "admin_messages",
@@ -59,6 +70,7 @@ __all__ = [
     "get_history",
     "has_live_run",
     "has_running_run",
+    "history_and_tail",
     "history_for_provider",
     "last_run_status",
     "message_to_domain",
@@ -72,6 +84,7 @@ __all__ = [
     "runs_with_calls",
     "tool_call_approval",
     "tool_call_to_domain",
+    "tool_settings",
     "visible_approvals",
     "with_tool_calls",
 ]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Exists, OuterRef
 
@@ -11,23 +12,31 @@ from conversations import domain
 from conversations.models import Conversation, Message, Profile, ToolCall
 
 __all__ = [
+    "TranscriptTail",
     "get_history",
+    "history_and_tail",
     "history_for_provider",
     "message_to_domain",
     "open_tool_calls",
     "tool_call_to_domain",
 ]
 
-_MESSAGE_FIELDS = (
+_ROW_FIELDS = (
     "id",
     "position",
     "role",
     "content",
     "is_error",
     "provider_metadata",
+    "tool_call_id",
     "tool_call__call_id",
+    "tool_calls__id",
+    "tool_calls__call_id",
+    "tool_calls__name",
+    "tool_calls__arguments",
+    "tool_calls__raw_arguments",
 )
-_CALL_FIELDS = ("id", "message_id", "index", "call_id", "name", "arguments", "raw_arguments")
+"""One row per message and call of it (the join repeats an assistant message per call)."""
 
 
 def tool_call_to_domain(call: ToolCall) -> domain.ToolCall:
@@ -50,49 +59,112 @@ def message_to_domain(
     message reads ``message.tool_call`` (``select_related`` it).
     """
     role = domain.Role(message.role)
-    tool_calls: tuple[domain.ToolCall, ...] | None = None
+    tool_calls: list[domain.ToolCall] = []
     tool_call_id: str | None = None
     if role is domain.Role.ASSISTANT:
         if calls is None:
             calls = message.tool_calls.all()
-        tool_calls = tuple(tool_call_to_domain(call) for call in calls) or None
+        tool_calls = [tool_call_to_domain(call) for call in calls]
     elif role is domain.Role.TOOL:
         # A constraint gives every tool message the call it answers.
         assert message.tool_call is not None
         tool_call_id = message.tool_call.call_id
-    return domain.ChatMessage(
-        role,
-        message.content,
-        tool_calls=tool_calls,
-        tool_call_id=tool_call_id,
-        is_error=message.is_error,
-        provider_metadata=message.provider_metadata or None,
-    )
+    row = (message.pk, message.position, role, message.content, message.is_error)
+    return _message((*row, message.provider_metadata, tool_call_id), tool_calls)
+
+
+@dataclass(slots=True)
+class TranscriptTail:
+    """The end of a stored conversation, as the one writer holding it keeps it in memory.
+
+    A run holds its conversation (one running run at most, a database rule),
+    so after one read it can append without reading the rows again: the next
+    position, the calls still open and the call ids already taken are known.
+    Another writer appending meanwhile is refused by the database (positions
+    are unique), never interleaved.
+    """
+
+    last_position: int = -1
+    """Position of the last message (-1: none)."""
+    open_calls: dict[str, ToolCall | int] = field(default_factory=dict)
+    """Unanswered calls, call id -> row (or its primary key), in call order."""
+    used_call_ids: set[str] = field(default_factory=set)
+    """Every call id of the conversation (they are unique per conversation)."""
+
+    def advance(self, rows: Iterable[Message]) -> None:
+        """Take appended rows into account (their calls as the prefetched relation)."""
+        for row in rows:
+            self.last_position = row.position
+            if row.role == Message.Role.TOOL:
+                answered = [k for k, v in self.open_calls.items() if _pk(v) == row.tool_call_id]
+                for call_id in answered:
+                    del self.open_calls[call_id]
+                continue
+            for call in getattr(row, "_prefetched_objects_cache", {}).get("tool_calls", ()):
+                self.open_calls[call.call_id] = call
+                self.used_call_ids.add(call.call_id)
+
+
+def _pk(value: ToolCall | int) -> int:
+    return value if isinstance(value, int) else value.pk
 
 
 def get_history(*, conversation: Conversation) -> list[domain.ChatMessage]:
-    """The conversation as the provider is sent it, oldest first, in two queries.
+    """The conversation as the provider is sent it, oldest first, in one query.
 
-    The calls are read by their (denormalised) conversation, not by message ids,
-    so no query grows with the history.
+    The messages are joined to their calls, so no query grows with the history.
     """
-    messages = list(
+    return _history(conversation)[0]
+
+
+def _history(conversation: Conversation) -> tuple[list[domain.ChatMessage], TranscriptTail]:
+    rows = (
         Message.objects.filter(conversation=conversation)
-        .select_related("tool_call")
-        .only(*_MESSAGE_FIELDS)
-        .order_by("position")
+        .order_by("position", "tool_calls__index")
+        .values_list(*_ROW_FIELDS)
     )
-    calls_by_message: dict[int, list[ToolCall]] = defaultdict(list)
-    for call in (
-        ToolCall.objects.filter(conversation=conversation)
-        .only(*_CALL_FIELDS)
-        .order_by("message_id", "index")
-    ):
-        calls_by_message[call.message_id].append(call)
-    return [
-        message_to_domain(message, calls=calls_by_message.get(message.pk, ()))
-        for message in messages
-    ]
+    tail = TranscriptTail()
+    answered: set[int] = set()
+    calls: list[tuple[int, str]] = []
+    history: list[domain.ChatMessage] = []
+    message: tuple[Any, ...] | None = None
+    own_calls: list[domain.ToolCall] = []
+    for row in rows:
+        if message is None or message[0] != row[0]:
+            if message is not None:
+                history.append(_message(message, own_calls))
+            message, own_calls = (*row[:6], row[7]), []
+            tail.last_position = row[1]
+            if row[6] is not None:
+                answered.add(row[6])
+        call_pk, call_id, name, arguments, raw_arguments = row[8:]
+        if call_pk is not None:
+            own_calls.append(
+                domain.ToolCall(
+                    id=call_id, name=name, arguments=arguments, raw_arguments=raw_arguments
+                )
+            )
+            calls.append((call_pk, call_id))
+    if message is not None:
+        history.append(_message(message, own_calls))
+    for call_pk, call_id in calls:
+        tail.used_call_ids.add(call_id)
+        if call_pk not in answered:
+            tail.open_calls[call_id] = call_pk
+    return history, tail
+
+
+def _message(row: tuple[Any, ...], calls: list[domain.ToolCall]) -> domain.ChatMessage:
+    """``(id, position, role, content, is_error, provider_metadata, answered call id)`` as a value."""
+    role, content, is_error, metadata, answered_call_id = row[2:]
+    return domain.ChatMessage(
+        domain.Role(role),
+        content,
+        tool_calls=tuple(calls) or None,
+        tool_call_id=answered_call_id,
+        is_error=is_error,
+        provider_metadata=metadata or None,
+    )
 
 
 def history_for_provider(
@@ -103,10 +175,17 @@ def history_for_provider(
     The system prompt is configuration, not history: it is not stored in the
     conversation, so editing a profile changes what later turns are sent.
     """
-    history = get_history(conversation=conversation)
+    return history_and_tail(conversation=conversation, profile=profile)[0]
+
+
+def history_and_tail(
+    *, conversation: Conversation, profile: Profile | None
+) -> tuple[list[domain.ChatMessage], TranscriptTail]:
+    """:func:`history_for_provider` and the conversation's :class:`TranscriptTail`, same queries."""
+    history, tail = _history(conversation)
     if profile is not None and profile.system_prompt:
-        return [domain.ChatMessage.system(profile.system_prompt), *history]
-    return history
+        return [domain.ChatMessage.system(profile.system_prompt), *history], tail
+    return history, tail
 
 
 def open_tool_calls(*, conversation: Conversation) -> list[ToolCall]:

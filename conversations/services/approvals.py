@@ -24,6 +24,7 @@ from conversations import signals
 from conversations.conf import app_settings
 from conversations.models import ApprovalPolicy, Profile, Run, ToolApproval, ToolSetting
 from conversations.models import ToolCall as ToolCallRow
+from conversations.selectors import ToolSettings
 from conversations.tools import Tool
 
 from .tool_calls import (
@@ -67,22 +68,25 @@ def resolve_approval_level(
     return _declared_level(tool)
 
 
-def approval_levels(*, profile: Profile | None, tools: Iterable[Tool]) -> dict[str, str]:
+def approval_levels(
+    *, profile: Profile | None, tools: Iterable[Tool], settings: ToolSettings | None = None
+) -> dict[str, str]:
     """Who must approve each of ``tools``' calls (``owner`` or ``staff``); unlisted: nobody.
 
-    One query for the tool settings, none when the profile decides for all.
+    ``settings``: the tool settings as the caller has just read them. Without
+    them, one query reads them, none when the profile decides for all.
     """
     tools = list(tools)
-    settings: Mapping[str, str] = {}
-    if profile is None or profile.approval == ApprovalPolicy.DEFAULT:
-        settings = dict(
+    policies: Mapping[str, str] = {} if settings is None else settings.approvals
+    if settings is None and (profile is None or profile.approval == ApprovalPolicy.DEFAULT):
+        policies = dict(
             ToolSetting.objects.filter(name__in=[t.name for t in tools])
             .exclude(approval=ApprovalPolicy.DEFAULT)
             .values_list("name", "approval")
         )
     levels = {
         tool.name: resolve_approval_level(
-            profile=profile, setting=settings.get(tool.name), tool=tool
+            profile=profile, setting=policies.get(tool.name), tool=tool
         )
         for tool in tools
     }

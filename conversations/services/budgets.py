@@ -33,6 +33,7 @@ from conversations.models import Budget, BudgetCounter, Profile, Run
 __all__ = [
     "BudgetStatus",
     "applicable_budgets",
+    "budget_check",
     "budget_statuses",
     "charge_budgets",
     "check_budgets",
@@ -107,15 +108,19 @@ def check_budgets(*, run: Run, now: datetime | None = None) -> datetime:
     returned instant is taken while the counters are locked: a call recorded
     before it was seen by this check.
     """
-    budgets = [
-        budget
-        for budget in applicable_budgets(
-            user_id=run.conversation.owner_id, profile_id=run.profile_id
-        )
-        if budget.action == Budget.Action.BLOCK
-    ]
+    return budget_check(run=run, now=now)[0]
+
+
+def budget_check(*, run: Run, now: datetime | None = None) -> tuple[datetime, bool]:
+    """:func:`check_budgets`, and whether any budget (block or warn) covers the run at all.
+
+    The tool loop skips reading budgets for a call when none covered the
+    previous one and none has been added since (see ``hot_path``).
+    """
+    covering = applicable_budgets(user_id=run.conversation.owner_id, profile_id=run.profile_id)
+    budgets = [budget for budget in covering if budget.action == Budget.Action.BLOCK]
     if not budgets:
-        return timezone.now()
+        return timezone.now(), bool(covering)
     with transaction.atomic():
         moment = now or timezone.now()
         by_pk = {budget.pk: budget for budget in budgets}
@@ -123,7 +128,7 @@ def check_budgets(*, run: Run, now: datetime | None = None) -> datetime:
             budget = by_pk[counter.budget_id]
             if _exhausted(budget, counter):
                 raise _refusal(budget, moment)
-        return timezone.now()
+        return timezone.now(), True
 
 
 def ensure_within_budgets(*, user: Any, profile: Profile | None) -> None:

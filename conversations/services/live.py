@@ -33,6 +33,7 @@ from uuid import UUID
 
 from django.core.cache import cache
 from django.db import transaction
+from django.utils import timezone
 
 from conversations import events
 from conversations.domain import (
@@ -52,7 +53,7 @@ from conversations.providers.options import CompletionOptions
 from conversations.providers.streaming import PartialTurn, deltas_of, stream_completion
 
 from . import tracing
-from .budgets import check_budgets
+from .budgets import budget_check
 from .runs import CancelWatch
 from .usage import record_failed_call
 
@@ -260,6 +261,8 @@ class Asked:
     """Milliseconds to the first delta of a streamed answer (``None``: not streamed)."""
     cancelled: bool
     """``response`` is the text received before a cancellation cut the stream."""
+    budgets_apply: bool = True
+    """Whether any budget covered the request (then it is charged to them)."""
 
 
 def ask(
@@ -270,14 +273,20 @@ def ask(
     options: CompletionOptions,
     watch: CancelWatch,
     live: LiveRun,
+    *,
+    budgets_apply: bool | None = None,
 ) -> Asked:
     """One provider request, after the budgets allowed it; a failed one is recorded as such.
 
     Streamed when the profile says so (a provider without ``stream()`` answers
     whole, relayed as one piece); a cancellation that came before any text is
-    recorded as a failed request and raised.
+    recorded as a failed request and raised. ``budgets_apply=False``: the
+    caller has just read that no budget covers the run, so none is checked.
     """
-    started_at = check_budgets(run=run)
+    if budgets_apply is False:
+        started_at, covered = timezone.now(), False
+    else:
+        started_at, covered = budget_check(run=run)
     started = time.monotonic()
     name = getattr(provider, "provider_name", "provider")
     first_delta_ms: int | None = None
@@ -309,7 +318,7 @@ def ask(
         record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
         raise
     latency_ms = int((time.monotonic() - started) * 1000)
-    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled)
+    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, covered)
 
 
 def _open_stream(

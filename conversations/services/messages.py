@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,8 +14,12 @@ from django.utils import timezone
 from conversations import domain
 from conversations.exceptions import InvalidArgumentError
 from conversations.models import Conversation, Message, Run, ToolCall
+from conversations.selectors import TranscriptTail
 
-__all__ = ["MessageDetails", "append_messages", "create_conversation"]
+__all__ = ["MessageDetails", "append_after", "append_messages", "create_conversation"]
+
+PrepareCalls = Callable[[list[ToolCall]], None]
+"""Called with an assistant message's new call rows just before they are inserted."""
 
 _title_max_length = Conversation._meta.get_field("title").max_length
 assert _title_max_length is not None  # a CharField always has one
@@ -150,6 +154,43 @@ def append_messages(
     return rows
 
 
+def append_after(
+    *,
+    conversation: Conversation,
+    messages: Sequence[domain.ChatMessage],
+    tail: TranscriptTail,
+    run: Run | None = None,
+    details: Sequence[MessageDetails | None] | None = None,
+    touch: bool = True,
+    prepare_calls: PrepareCalls | None = None,
+) -> list[Message]:
+    """:func:`append_messages` for the writer that holds the conversation and knows its ``tail``.
+
+    The same checks and errors, against ``tail`` instead of the stored rows,
+    and the same rows; ``tail`` is advanced past them. Call inside the
+    caller's transaction: it opens no savepoint of its own. ``touch=False``
+    when the caller has already bumped ``updated_at`` (and so taken the
+    conversation's row lock) in this transaction. ``prepare_calls`` may set
+    fields of the call rows (their status) before they are inserted.
+    """
+    items = _check_items(messages)
+    extra = _check_details(details, len(items))
+    if not items:
+        return []
+    _check_grammar(items, tail.open_calls, tail.used_call_ids)
+    now = timezone.now()
+    with transaction.atomic(savepoint=False):
+        if touch:
+            _touch(conversation, now)
+        rows = _write(
+            conversation, items, extra, run, tail.open_calls, tail.last_position, prepare_calls
+        )
+    tail.advance(rows)
+    if touch:
+        conversation.updated_at = now
+    return rows
+
+
 # Checks ---------------------------------------------------------------------------
 
 
@@ -205,10 +246,14 @@ def _lock(conversation: Conversation, now: datetime) -> int:
     snapshot it started with, so it could miss the rows the previous holder
     just committed. Returns -1 for an empty conversation.
     """
-    if not Conversation.objects.filter(pk=conversation.pk).update(updated_at=now):
-        raise Conversation.DoesNotExist(f"conversation {conversation.pk} does not exist")
+    _touch(conversation, now)
     last = Message.objects.filter(conversation=conversation).aggregate(last=Max("position"))
     return -1 if last["last"] is None else last["last"]
+
+
+def _touch(conversation: Conversation, now: datetime) -> None:
+    if not Conversation.objects.filter(pk=conversation.pk).update(updated_at=now):
+        raise Conversation.DoesNotExist(f"conversation {conversation.pk} does not exist")
 
 
 def _known_calls(
@@ -233,7 +278,9 @@ def _known_calls(
 
 
 def _check_grammar(
-    items: Sequence[domain.ChatMessage], open_calls: Mapping[str, int], used_ids: set[str]
+    items: Sequence[domain.ChatMessage],
+    open_calls: Mapping[str, int | ToolCall],
+    used_ids: set[str],
 ) -> None:
     """Replay the batch against the stored state; raise on the first broken rule."""
     pending = list(open_calls)  # ordered: the error lists calls in call order
@@ -273,8 +320,9 @@ def _write(
     items: Sequence[domain.ChatMessage],
     extra: Sequence[MessageDetails | None],
     run: Run | None,
-    open_calls: Mapping[str, int],
+    open_calls: Mapping[str, int | ToolCall],
     last_position: int,
+    prepare_calls: PrepareCalls | None = None,
 ) -> list[Message]:
     """Insert rows in as few statements as the triggers allow.
 
@@ -320,6 +368,8 @@ def _write(
                 )
                 for call_index, call in enumerate(item.tool_calls)
             ]
+            if prepare_calls is not None:
+                prepare_calls(calls)
             ToolCall.objects.bulk_create(calls)
             # Handed over as the prefetched relation: row.tool_calls.all() needs no query.
             # Django's private prefetch cache is not in the stubs.

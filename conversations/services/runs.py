@@ -14,6 +14,8 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
@@ -32,10 +34,16 @@ from conversations.exceptions import (
 from conversations.models import BUSY_RUN_STATUSES, Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider
-from conversations.selectors import get_default_profile
+from conversations.selectors import (
+    ToolSettings,
+    TranscriptTail,
+    get_default_profile,
+    history_and_tail,
+)
 
 from .fencing import held_run
-from .messages import append_messages
+from .hot_path import open_turn
+from .messages import append_after
 from .recovery import recover_runs
 from .tool_calls import answer_open_calls
 
@@ -43,6 +51,8 @@ __all__ = [
     "CANCEL_CHECK_INTERVAL",
     "CancelWatch",
     "Heartbeat",
+    "StartedTurn",
+    "begin_turn",
     "cancel_run",
     "claim_run",
     "end_unclaimed_run",
@@ -83,52 +93,135 @@ def start_run(
     provider: ChatProvider | None = None,
     max_iterations: int | None = None,
 ) -> Run:
-    """Create a ``running`` run and persist the user message (if any), each committed.
+    """Create a ``running``, unclaimed run and persist the user message (if any), in one commit.
 
-    First recovers stale runs of this conversation; once the new run holds the
-    conversation (one running run at most, a database rule), calls left open
-    by an earlier run are answered as interrupted, so a crashed turn never
-    blocks the next one. Raises :class:`ConversationBusy` when another run is
-    running.
+    A run of this conversation whose heartbeat expired is recovered first;
+    calls left open by an earlier run are answered as interrupted, so a
+    crashed turn never blocks the next one. Raises :class:`ConversationBusy`
+    when another run is running, :class:`ApprovalPending` when one waits for
+    an approval.
     """
-    recover_runs(conversation=conversation)
     profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
+    return begin_turn(
+        conversation=conversation,
+        content=content,
+        profile=profile,
+        provider=provider,
+        max_iterations=max_iterations,
+        claim=False,
+    ).run
+
+
+@dataclass(slots=True)
+class StartedTurn:
+    """A run just started and what its transaction read: the first round reads none of it again."""
+
+    run: Run
+    """The run, ``running``; claimed by this process when started with ``claim=True``."""
+    history: list[ChatMessage]
+    """What the provider is sent first: the system prompt, the history, the user message."""
+    tail: TranscriptTail
+    """The conversation's end, past the user message."""
+    budgets_apply: bool
+    """Whether any active budget covers the run."""
+    tool_settings: ToolSettings
+    """The tool settings, as read when the run started."""
+
+
+def begin_turn(
+    *,
+    conversation: Conversation,
+    content: str | None,
+    profile: Profile | None,
+    provider: ChatProvider | None,
+    max_iterations: int | None,
+    claim: bool,
+) -> StartedTurn:
+    """:func:`start_run` with ``profile`` already resolved; ``claim=True``: this process executes it.
+
+    One transaction inserts the run (claimed by this process when ``claim``),
+    bumps the conversation, reads its history and appends the user message.
+    The busy state is read only when the insert is refused by the rule of one
+    busy run per conversation: then stale runs are recovered and the insert is
+    tried once more, else :class:`ApprovalPending` or :class:`ConversationBusy`
+    is raised. Nothing is stored when anything fails.
+    """
     cap = max_iterations or (profile.max_iterations if profile else app_settings().MAX_ITERATIONS)
-    busy = Run.objects.filter(conversation=conversation, status__in=BUSY_RUN_STATUSES)
-    if busy.filter(status=Run.Status.AWAITING_APPROVAL).exists():
-        raise ApprovalPending("a run of this conversation waits for a tool call approval")
-    if busy.exists():
-        raise ConversationBusy("another run is already running on this conversation")
-    model_name = profile.language_model.model_id if profile else ""
     provider_name = (
         profile.language_model.provider.slug
         if profile
         else getattr(provider, "provider_name", type(provider).__name__)
     )
+    fields = {
+        "conversation": conversation,
+        "profile": profile,
+        "status": Run.Status.RUNNING,
+        "max_iterations": cap,
+        "provider": provider_name,
+        "model": profile.language_model.model_id if profile else "",
+    }
+
+    message = None if content is None else ChatMessage.user(content)  # checked before any write
+
+    def attempt() -> StartedTurn:
+        if claim:
+            now = timezone.now()
+            fields.update(claimed_at=now, heartbeat_at=now, worker=worker_name())
+        return _open_turn(conversation, fields, message=message, profile=profile)
+
     try:
-        with transaction.atomic():
-            run = Run.objects.create(
-                conversation=conversation,
-                profile=profile,
-                status=Run.Status.RUNNING,
-                max_iterations=cap,
-                provider=provider_name,
-                model=model_name,
-            )
-    except IntegrityError:
-        # The partial unique index on busy runs: another request won the race.
-        raise ConversationBusy("another run is already running on this conversation") from None
+        return attempt()
+    except _Taken:
+        # A run whose process died holds the conversation until it is recovered.
+        if not recover_runs(conversation=conversation):
+            _refuse(conversation)
     try:
-        # Only now, holding the conversation, can open calls be taken for leftovers.
-        answer_open_calls(conversation=conversation, status=ToolCallRow.Status.INTERRUPTED)
-        if content is not None:
-            append_messages(
-                conversation=conversation, messages=[ChatMessage.user(content)], run=run
+        return attempt()
+    except _Taken:
+        _refuse(conversation)
+
+
+class _Taken(Exception):
+    """The run's insert was refused: another run of the conversation is busy."""
+
+
+def _open_turn(
+    conversation: Conversation,
+    fields: dict[str, Any],
+    *,
+    message: ChatMessage | None,
+    profile: Profile | None,
+) -> StartedTurn:
+    with transaction.atomic():
+        try:
+            run = Run.objects.create(**fields)
+        except IntegrityError:
+            # The partial unique index on busy runs (another request may have won the race).
+            raise _Taken from None
+        try:
+            opened = open_turn(run)
+        except Conversation.DoesNotExist:
+            # Deleted meanwhile (the delete locked it first): the conversation is not free.
+            raise ConversationBusy("the conversation is being deleted") from None
+        history, tail = history_and_tail(conversation=conversation, profile=profile)
+        if tail.open_calls:
+            # Left open by an earlier run: only now, holding the conversation, can they be taken.
+            answer_open_calls(conversation=conversation, status=ToolCallRow.Status.INTERRUPTED)
+            history, tail = history_and_tail(conversation=conversation, profile=profile)
+        if message is not None:
+            append_after(
+                conversation=conversation, messages=[message], tail=tail, run=run, touch=False
             )
-    except BaseException as exc:
-        finish_run_after_error(run=run, exc=exc)
-        raise
-    return run
+            history.append(message)
+    return StartedTurn(run, history, tail, opened.budgets_apply, opened.tool_settings)
+
+
+def _refuse(conversation: Conversation) -> NoReturn:
+    """Raise why the conversation is busy (one query)."""
+    busy = Run.objects.filter(conversation=conversation, status__in=BUSY_RUN_STATUSES)
+    if busy.filter(status=Run.Status.AWAITING_APPROVAL).exists():
+        raise ApprovalPending("a run of this conversation waits for a tool call approval")
+    raise ConversationBusy("another run is already running on this conversation")
 
 
 def claim_run(*, run: Run) -> bool:
@@ -228,11 +321,14 @@ def finish_run(
     final_content: str = "",
     error_code: str = "",
     error_message: str = "",
+    answered: bool = False,
 ) -> Run:
     """End the run; calls still open are answered so the history stays valid.
 
     Fenced: when this process no longer holds the run (recovery ended it
     meanwhile), nothing is written, and the run is returned as it is stored.
+    ``answered=True``: the caller holds the conversation and knows every call
+    of it is answered, so none is looked for.
     """
     open_status = (
         ToolCallRow.Status.CANCELLED
@@ -249,7 +345,7 @@ def finish_run(
             error_code=error_code,
             error_message=error_message[:2000],
         )
-        if ended:
+        if ended and not answered:
             answer_open_calls(conversation=run.conversation, status=open_status, run=run)
     if not ended:
         logger.warning("run %s: fenced out, not ended as %s (ended meanwhile)", run.pk, status)
@@ -334,6 +430,16 @@ class CancelWatch:
         self.run = run
         self.seen = False
         self._last: float | None = None
+        self._fresh = False
+
+    def read(self, cancel_requested: bool, *, fresh: bool = True) -> None:
+        """The flag as a statement of the loop just read it: the next round need not ask.
+
+        ``fresh=False`` when code may run in between that could ask for a
+        cancellation (signal receivers): then the next round asks anyway.
+        """
+        self.seen = self.seen or cancel_requested
+        self._fresh = fresh
 
     def cancelled(self) -> bool:
         """Whether a cancellation was requested (asks the database at most every interval)."""
@@ -346,7 +452,11 @@ class CancelWatch:
         return self.seen
 
     def raise_if_cancelled(self) -> None:
-        """At a round boundary: always ask the database (the round is about to cost more)."""
-        self._last = None
+        """At a round boundary: ask the database unless the flag was just read (:meth:`read`)."""
+        if self._fresh:
+            self._fresh = False
+            self._last = time.monotonic()
+        else:
+            self._last = None
         if self.cancelled():
             raise RunCancelled("the run was cancelled")

@@ -16,9 +16,9 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from conversations.conf import app_settings
@@ -26,6 +26,7 @@ from conversations.domain import ChatMessage
 from conversations.domain.storable import storable_text
 from conversations.models import Conversation, Run
 from conversations.models import ToolCall as ToolCallRow
+from conversations.selectors import TranscriptTail
 from conversations.tools import (
     Tool,
     ToolContext,
@@ -38,7 +39,8 @@ from conversations.tools import (
 )
 
 from .fencing import hold_run
-from .messages import append_messages
+from .hot_path import Held, hold_for_results, update_call_states
+from .messages import append_after, append_messages
 
 __all__ = [
     "ANSWER_TEXTS",
@@ -268,11 +270,15 @@ def storage_failed(*, outcome: CallOutcome, detail: str) -> CallOutcome:
     )
 
 
-def persist_outcomes(*, run: Run, outcomes: Sequence[CallOutcome]) -> None:
+def persist_outcomes(
+    *, run: Run, outcomes: Sequence[CallOutcome], tail: TranscriptTail | None = None
+) -> Held | None:
     """Store every result and call status of a turn, and the heartbeat, in one transaction.
 
     Raises :class:`~conversations.exceptions.RunFencedOut` (nothing written)
-    when this process no longer holds ``run``.
+    when this process no longer holds ``run``. With the conversation's
+    ``tail`` (the loop holds the conversation) the stored rows are not read
+    again, and what the fence read is returned (see ``hot_path``).
     """
     now = timezone.now()
     for outcome in outcomes:
@@ -281,46 +287,20 @@ def persist_outcomes(*, run: Run, outcomes: Sequence[CallOutcome]) -> None:
         row.error = outcome.error
         row.started_at = outcome.started_at or row.started_at
         row.finished_at = outcome.finished_at or now
+    messages = [outcome.to_message() for outcome in outcomes]
     with transaction.atomic():
-        # Fenced: a process whose run was ended meanwhile writes nothing.
-        hold_run(run)
-        append_messages(
-            conversation=run.conversation,
-            messages=[outcome.to_message() for outcome in outcomes],
-            run=run,
-        )
-        _update_call_states([outcome.row for outcome in outcomes])
-
-
-def _update_call_states(rows: list[ToolCallRow]) -> None:
-    """Write status, error and times of ``rows`` in one ``UPDATE ... FROM (VALUES ...)``.
-
-    ``bulk_update`` would build one ``CASE`` per field and row; with twenty
-    calls that statement dominated a round. Both PostgreSQL and SQLite (3.33+)
-    accept ``UPDATE ... FROM`` and name the columns of ``VALUES`` column1...
-    """
-    ops = connection.ops
-    cast = "::timestamptz" if connection.vendor == "postgresql" else ""
-    row_sql = f"(%s, %s, %s, %s{cast}, %s{cast})"
-    params: list[Any] = []
-    for row in rows:
-        params += [
-            row.pk,
-            row.status,
-            row.error,
-            ops.adapt_datetimefield_value(row.started_at),
-            ops.adapt_datetimefield_value(row.finished_at),
-        ]
-    table = connection.ops.quote_name(ToolCallRow._meta.db_table)
-    # Only placeholders and our own table name go into the SQL text.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET status = v.column2, error = v.column3, "
-            f"started_at = v.column4, finished_at = v.column5 "
-            f"FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v "
-            f"WHERE {table}.id = v.column1",
-            params,
-        )
+        if tail is None:
+            # Fenced: a process whose run was ended meanwhile writes nothing.
+            hold_run(run)
+            append_messages(conversation=run.conversation, messages=messages, run=run)
+            held = None
+        else:
+            held = hold_for_results(run)
+            append_after(
+                conversation=run.conversation, messages=messages, tail=tail, run=run, touch=False
+            )
+        update_call_states([outcome.row for outcome in outcomes])
+    return held
 
 
 def answer_open_calls(

@@ -36,9 +36,12 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
+from typing import Any
 
 from django.db import DatabaseError, transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from conversations import signals
@@ -57,24 +60,31 @@ from conversations.mcp.tools import mcp_connections
 from conversations.models import Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
-from conversations.selectors import available_tools, history_for_provider
+from conversations.selectors import (
+    ToolSettings,
+    TranscriptTail,
+    available_tools,
+    history_and_tail,
+    tool_settings,
+)
 from conversations.tools import Tool
 
 from . import tracing
 from .approvals import approval_levels, held_calls, hold_turn, send_requested
-from .fencing import hold_run
+from .fencing import held_run
 from .live import LiveRun, ask
-from .messages import MessageDetails, append_messages
+from .messages import MessageDetails, append_after
 from .providers import build_provider, close_provider, completion_options
 from .runs import (
     CancelWatch,
     Heartbeat,
+    StartedTurn,
+    begin_turn,
     claim_run,
     finish_run,
     finish_run_after_error,
     reload_run,
     resolve_profile,
-    start_run,
 )
 from .tool_calls import (
     CallOutcome,
@@ -84,7 +94,7 @@ from .tool_calls import (
     storage_failed,
 )
 from .tool_runner import run_calls
-from .usage import record_model_call
+from .usage import price_call, record_model_call
 
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
 
@@ -113,14 +123,16 @@ def run_tool_loop(
     if provider is None:
         provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
     try:
-        run = start_run(
+        # Started claimed: this process executes the run, no worker has to take it.
+        started = begin_turn(
             conversation=conversation,
             content=content,
             profile=profile,
             provider=provider,
             max_iterations=max_iterations,
+            claim=True,
         )
-        return execute_run(run=run, provider=provider)
+        return _execute(started.run, provider, started)
     finally:
         if built:
             close_provider(provider)
@@ -142,6 +154,11 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
         if run.status != Run.Status.RUNNING:
             return run
         raise RunAlreadyClaimed(f"run {run.pk} is already being executed by {run.worker}")
+    return _execute(run, provider, None)
+
+
+def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | None) -> Run:
+    """Drive a run this process holds; ``started``: what starting it read (else read here)."""
     profile = run.profile
     built = provider is None
     try:
@@ -149,7 +166,8 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
             if profile is None:
                 raise ConfigurationError("the run has no profile, so a provider must be given")
             provider = build_provider(profile)
-        request = request_setup(profile=profile)
+        settings = started.tool_settings if started is not None else None
+        request = request_setup(profile=profile, settings=settings)
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
@@ -163,7 +181,7 @@ def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
                 provider=run.provider,
             ),
         ):
-            return _drive(run, provider, profile, request)
+            return _drive(run, provider, profile, request, started)
     finally:
         if built:
             close_provider(provider)
@@ -183,24 +201,33 @@ class RequestSetup:
     """Who must approve the calls of each tool that needs approval (``owner``/``staff``)."""
 
 
-def request_setup(*, profile: Profile | None) -> RequestSetup:
-    """Tools and options of a request for ``profile``: the loop and the dry-run export share it."""
-    tools = available_tools(allowed=profile.allowed_tools if profile else None)
+def request_setup(*, profile: Profile | None, settings: ToolSettings | None = None) -> RequestSetup:
+    """Tools and options of a request for ``profile``: the loop and the dry-run export share it.
+
+    ``settings``: the tool settings as the caller has just read them (else one query reads them).
+    """
+    settings = settings if settings is not None else tool_settings()
+    tools = available_tools(allowed=profile.allowed_tools if profile else None, settings=settings)
     specs = [tool.spec for tool in tools.values()]
     options = completion_options(profile, tools_offered=bool(specs))
-    return RequestSetup(
-        tools, specs, options, approval_levels(profile=profile, tools=tools.values())
-    )
+    levels = approval_levels(profile=profile, tools=tools.values(), settings=settings)
+    return RequestSetup(tools, specs, options, levels)
 
 
 # The rounds ----------------------------------------------------------------------------
 
 
-def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: RequestSetup) -> Run:
+def _drive(
+    run: Run,
+    provider: ChatProvider,
+    profile: Profile | None,
+    request: RequestSetup,
+    started: StartedTurn | None,
+) -> Run:
     # Without a profile (a provider given directly) answers are asked for whole, as always.
     live = LiveRun(run.pk, stream=profile is not None and profile.stream)
     try:
-        return _rounds(run, provider, profile, request, live)
+        return _rounds(run, provider, profile, request, live, started)
     finally:
         # However the run stopped, nothing streams any more and watchers re-read.
         live.clear()
@@ -208,25 +235,48 @@ def _drive(run: Run, provider: ChatProvider, profile: Profile | None, request: R
 
 
 def _rounds(
-    run: Run, provider: ChatProvider, profile: Profile | None, request: RequestSetup, live: LiveRun
+    run: Run,
+    provider: ChatProvider,
+    profile: Profile | None,
+    request: RequestSetup,
+    live: LiveRun,
+    started: StartedTurn | None,
 ) -> Run:
     tools, specs, options = request.tools, request.specs, request.options
     watch = CancelWatch(run)
     try:
         # A run resuming after a decision first answers the turn it held.
-        held = held_calls(run=run, tools=tools)
+        # Only a run that has had a round can have held one (a round counts when held).
+        held = held_calls(run=run, tools=tools) if run.iterations else []
         if held:
             _mark_running([row for row, rejection in held if rejection is None])
             live.changed()
             _run_calls(run, held, tools, watch)
             live.changed()
         # The run holds the conversation (one running run at most), so the history
-        # is read once and then kept in step with what each round persists.
-        history = history_for_provider(conversation=run.conversation, profile=profile)
+        # and its tail are read once and then kept in step with what each round persists.
+        if started is not None:
+            # Read when the run started, in the transaction that inserted it: no
+            # cancellation could flag a run nobody else could see yet.
+            history, tail = started.history, started.tail
+            state = _State(tail, budgets_apply=started.budgets_apply)
+            watch.read(False)
+        else:
+            history, tail = history_and_tail(conversation=run.conversation, profile=profile)
+            state = _State(tail)
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
             response, checked, approvals = _answer(
-                run, provider, history, specs, options, watch, live, request, counts_as_round=True
+                run,
+                provider,
+                history,
+                specs,
+                options,
+                watch,
+                live,
+                request,
+                state,
+                counts_as_round=True,
             )
             if approvals:
                 send_requested(run=run, approvals=approvals)
@@ -235,9 +285,12 @@ def _rounds(
             history.append(response.to_message())
             if not checked:
                 return finish_run(
-                    run=run, status=Run.Status.COMPLETED, final_content=response.content
+                    run=run,
+                    status=Run.Status.COMPLETED,
+                    final_content=response.content,
+                    answered=not tail.open_calls,
                 )
-            outcomes = _run_calls(run, checked, tools, watch)
+            outcomes = _run_calls(run, checked, tools, watch, state)
             live.changed()
             history.extend(outcome.to_message() for outcome in outcomes)
         # Every round asked for tools: one more call, with none offered, for the answer.
@@ -253,12 +306,19 @@ def _rounds(
             watch,
             live,
             offer_none,
+            state,
             counts_as_round=False,
         )
         if checked:
             # Tools were not offered; answer each call so the history stays valid.
-            persist_outcomes(run=run, outcomes=[reject_call(row=row) for row, _ in checked])
-        return finish_run(run=run, status=Run.Status.MAX_ITERATIONS, final_content=response.content)
+            rejected = [reject_call(row=row) for row, _ in checked]
+            persist_outcomes(run=run, outcomes=rejected, tail=tail)
+        return finish_run(
+            run=run,
+            status=Run.Status.MAX_ITERATIONS,
+            final_content=response.content,
+            answered=not tail.open_calls,
+        )
     except ProviderError as exc:
         logger.warning("run %s: provider error %s", run.pk, exc.code)
         return finish_run(
@@ -293,11 +353,15 @@ def _answer(
     watch: CancelWatch,
     live: LiveRun,
     request: RequestSetup,
+    state: _State,
     *,
     counts_as_round: bool,
 ) -> tuple[CompletionResponse, _Checked, list[ToolApproval]]:
     """Ask the model and store its turn; a turn a cancellation cut short is stored, then stops."""
-    asked = ask(run, provider, history, specs, options, watch, live)
+    asked = ask(
+        run, provider, history, specs, options, watch, live, budgets_apply=state.budgets_apply
+    )
+    state.budgets_apply = asked.budgets_apply
     checked, approvals = _persist_turn(
         run,
         asked.response,
@@ -305,12 +369,23 @@ def _answer(
         asked.latency_ms,
         counts_as_round=counts_as_round,
         request=request,
+        state=state,
         first_delta_ms=asked.first_delta_ms,
     )
     live.stored()
     if asked.cancelled:
         raise RunCancelled("the run was cancelled")
     return asked.response, checked, approvals
+
+
+@dataclass(slots=True)
+class _State:
+    """What the loop knows between rounds without reading it again (it holds the conversation)."""
+
+    tail: TranscriptTail
+    """The conversation's end: next position, open calls, call ids taken."""
+    budgets_apply: bool | None = None
+    """Whether a budget covers the run, as last read (``None``: not read yet)."""
 
 
 def _persist_turn(
@@ -321,6 +396,7 @@ def _persist_turn(
     *,
     counts_as_round: bool,
     request: RequestSetup,
+    state: _State,
     first_delta_ms: int | None = None,
 ) -> tuple[_Checked, list[ToolApproval]]:
     """Store the assistant turn, its calls and the run's counters in one transaction.
@@ -328,23 +404,40 @@ def _persist_turn(
     Returns each call with its rejection (``None`` when it may run), and the
     approvals the turn waits for (empty: it was not held).
 
-    Calls that will be executed are marked ``running`` in the same
-    transaction, before any of them starts: after a crash they are answered as
-    interrupted, never executed again (they may have had side effects). When
-    any of them needs approval, the whole turn is held instead: no call runs.
+    Calls that will be executed are stored ``running``, before any of them
+    starts: after a crash they are answered as interrupted, never executed
+    again (they may have had side effects). When any of them needs approval,
+    the whole turn is held instead: no call runs.
+
+    The statements: the run's counters (which also fence the run), the
+    conversation's ``updated_at``, the message, its calls, the ledger row.
     """
     usage = response.usage
     details = MessageDetails.from_response(response, latency_ms=latency_ms)
+    priced = price_call(run=run, usage=usage)
+    checked: _Checked = []
+    levels: dict[int, str] = {}
+
+    def prepare(rows: list[ToolCallRow]) -> None:
+        # Checked before they are inserted, so runnable calls go in ``running``.
+        checked.extend((row, check_call(row=row, tools=request.tools)) for row in rows)
+        runnable = [row for row, rejection in checked if rejection is None]
+        if any(row.name in request.approvals for row in runnable):
+            return  # held below, once the rows have their keys
+        marked = timezone.now()
+        for row in runnable:
+            row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
+
     with transaction.atomic():
-        hold_run(run)
-        (message,) = append_messages(
+        _charge_run(run, usage, rounds=1 if counts_as_round else 0, cost=priced[1])
+        (message,) = append_after(
             conversation=run.conversation,
             messages=[response.to_message()],
+            tail=state.tail,
             run=run,
             details=[details],
+            prepare_calls=prepare,
         )
-        # append_messages hands the inserted calls over as the prefetched relation.
-        rows = list(message.tool_calls.all()) if response.has_tool_calls else []
         record_model_call(
             run=run,
             started_at=started_at,
@@ -353,17 +446,17 @@ def _persist_turn(
             model=response.model,
             message=message,
             time_to_first_token_ms=first_delta_ms,
+            priced=priced,
+            run_charged=True,
+            budgets_apply=state.budgets_apply is not False,
         )
-        checked = [(row, check_call(row=row, tools=request.tools)) for row in rows]
-        runnable = [row for row, rejection in checked if rejection is None]
         # Only calls that could run need a decision; refused ones are answered on resume.
+        runnable = [row for row, rejection in checked if rejection is None]
         levels = {r.pk: request.approvals[r.name] for r in runnable if r.name in request.approvals}
         approvals: list[ToolApproval] = []
         if levels:
+            rows = [row for row, _ in checked]
             approvals = hold_turn(run=run, rows=rows, levels=levels)
-        else:
-            _mark_running(runnable)
-        _add_usage(run, usage, rounds=1 if counts_as_round else 0)
     return checked, approvals
 
 
@@ -377,17 +470,24 @@ def _mark_running(rows: list[ToolCallRow]) -> None:
             row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
 
 
-def _add_usage(run: Run, usage: Usage, *, rounds: int) -> None:
+def _charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> None:
+    """Add the call to the run's counters, refresh its heartbeat: fenced, one ``UPDATE``."""
     now = timezone.now()
-    Run.objects.filter(pk=run.pk).update(
-        iterations=F("iterations") + rounds,
-        prompt_tokens=F("prompt_tokens") + usage.prompt_tokens,
-        completion_tokens=F("completion_tokens") + usage.completion_tokens,
-        total_tokens=F("total_tokens") + usage.total_tokens,
-        cached_prompt_tokens=F("cached_prompt_tokens") + usage.cached_prompt_tokens,
-        reasoning_tokens=F("reasoning_tokens") + usage.reasoning_tokens,
-        heartbeat_at=now,
-    )
+    changes: dict[str, Any] = {
+        "iterations": F("iterations") + rounds,
+        "prompt_tokens": F("prompt_tokens") + usage.prompt_tokens,
+        "completion_tokens": F("completion_tokens") + usage.completion_tokens,
+        "total_tokens": F("total_tokens") + usage.total_tokens,
+        "cached_prompt_tokens": F("cached_prompt_tokens") + usage.cached_prompt_tokens,
+        "reasoning_tokens": F("reasoning_tokens") + usage.reasoning_tokens,
+        "heartbeat_at": now,
+    }
+    if cost is None:
+        changes["unpriced_calls"] = F("unpriced_calls") + 1
+    else:
+        changes["cost"] = Coalesce(F("cost"), Value(Decimal(0))) + cost
+    if not held_run(run).update(**changes):
+        raise RunFencedOut(f"run {run.pk} is no longer held by this process")
     # Mirror the update in memory instead of re-reading the row.
     run.iterations += rounds
     run.prompt_tokens += usage.prompt_tokens
@@ -396,10 +496,18 @@ def _add_usage(run: Run, usage: Usage, *, rounds: int) -> None:
     run.cached_prompt_tokens += usage.cached_prompt_tokens
     run.reasoning_tokens += usage.reasoning_tokens
     run.heartbeat_at = now
+    if cost is None:
+        run.unpriced_calls += 1
+    else:
+        run.cost = (run.cost or Decimal(0)) + cost
 
 
 def _run_calls(
-    run: Run, checked: _Checked, tools: dict[str, Tool], watch: CancelWatch
+    run: Run,
+    checked: _Checked,
+    tools: dict[str, Tool],
+    watch: CancelWatch,
+    state: _State | None = None,
 ) -> list[CallOutcome]:
     """Execute the calls of one assistant turn and answer each; return the answers in call order.
 
@@ -409,15 +517,24 @@ def _run_calls(
     runnable = [(row, tools[row.name]) for row, rejection in checked if rejection is None]
     executed = iter(run_calls(run=run, calls=runnable, watch=watch))
     ordered = [next(executed) if rejection is None else rejection for _, rejection in checked]
+    tail = state.tail if state is not None else None
     try:
-        persist_outcomes(run=run, outcomes=ordered)
+        held = persist_outcomes(run=run, outcomes=ordered, tail=tail)
     except DatabaseError:
         # The tools have run: tell the model they failed (never "interrupted",
-        # which invites a repeat) and keep the reason for admins.
+        # which invites a repeat) and keep the reason for admins. Stored the
+        # ORM's way, which reads the conversation again.
         logger.exception("run %s: the results of a turn could not be stored", run.pk)
         detail = traceback.format_exc()
         ordered = [storage_failed(outcome=outcome, detail=detail) for outcome in ordered]
-        persist_outcomes(run=run, outcomes=ordered)
+        held = persist_outcomes(run=run, outcomes=ordered)
+        if state is not None:
+            state.tail = history_and_tail(conversation=run.conversation, profile=None)[1]
+    if held is not None and state is not None:
+        # Receivers of tool_call_finished run below, in this thread: they may cancel.
+        listening = signals.tool_call_finished.has_listeners(ToolCallRow)
+        watch.read(held.cancel_requested, fresh=not listening)
+        state.budgets_apply = held.budgets_apply
     for outcome in ordered:
         signals.tool_call_finished.send(
             sender=ToolCallRow, tool_call=outcome.row, run=run, result=outcome.content

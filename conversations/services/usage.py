@@ -29,7 +29,14 @@ from conversations.models import LanguageModel, Message, ModelCall, Run
 
 from .budgets import charge_budgets
 
-__all__ = ["Prices", "call_cost", "current_prices", "record_failed_call", "record_model_call"]
+__all__ = [
+    "Prices",
+    "call_cost",
+    "current_prices",
+    "price_call",
+    "record_failed_call",
+    "record_model_call",
+]
 
 _MILLION = Decimal(1_000_000)
 _COST_PLACES = Decimal("0.000000001")
@@ -104,6 +111,9 @@ def record_model_call(
     message: Message | None = None,
     error_code: str = "",
     time_to_first_token_ms: int | None = None,
+    priced: tuple[Prices, Decimal | None] | None = None,
+    run_charged: bool = False,
+    budgets_apply: bool = True,
 ) -> ModelCall:
     """Insert the ledger row of one provider request and charge the run and its budgets.
 
@@ -111,21 +121,26 @@ def record_model_call(
     ``time_to_first_token_ms`` is known for streamed answers only. Runs
     in one transaction (joining the caller's), so the row, the run's cost and
     the budget counters move together.
+
+    The tool loop, which writes the run's counters in a statement of its own,
+    passes what :func:`price_call` returned as ``priced`` and
+    ``run_charged=True``; ``budgets_apply=False`` when it knows no budget
+    covers the call (none is then read).
     """
     profile = run.profile
-    prices = current_prices(language_model_id=profile.language_model_id if profile else None)
-    cost = call_cost(usage=usage, prices=prices)
+    prices, cost = priced if priced is not None else price_call(run=run, usage=usage)
     user_id = run.conversation.owner_id
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         # Counters first: their row locks order this row's ``recorded_at`` after
         # every check that could not see it, and before every check that can.
-        charge_budgets(
-            user_id=user_id,
-            profile_id=run.profile_id,
-            tokens=usage.prompt_tokens + usage.completion_tokens,
-            cost=cost,
-            run=run,
-        )
+        if budgets_apply:
+            charge_budgets(
+                user_id=user_id,
+                profile_id=run.profile_id,
+                tokens=usage.prompt_tokens + usage.completion_tokens,
+                cost=cost,
+                run=run,
+            )
         call = ModelCall.objects.create(
             run=run,
             conversation_id=run.conversation_id,
@@ -152,13 +167,22 @@ def record_model_call(
             currency=prices.currency,
             cost=cost,
         )
-        if cost is None:
+        if run_charged:
+            pass
+        elif cost is None:
             Run.objects.filter(pk=run.pk).update(unpriced_calls=F("unpriced_calls") + 1)
             run.unpriced_calls += 1
         else:
             Run.objects.filter(pk=run.pk).update(cost=Coalesce(F("cost"), Value(Decimal(0))) + cost)
             run.cost = (run.cost or Decimal(0)) + cost
     return call
+
+
+def price_call(*, run: Run, usage: Usage) -> tuple[Prices, Decimal | None]:
+    """The prices a call of ``run`` is charged now and what ``usage`` costs at them."""
+    profile = run.profile
+    prices = current_prices(language_model_id=profile.language_model_id if profile else None)
+    return prices, call_cost(usage=usage, prices=prices)
 
 
 def record_failed_call(

@@ -189,7 +189,8 @@ def test_a_result_with_nul_and_surrogates_is_stored_not_thrown_away(conversation
 def test_a_result_that_cannot_be_stored_is_failed_never_interrupted(
     conversation, tools, executed, monkeypatch
 ):
-    real = tool_calls_module.append_messages
+    # The loop stores a turn's results with append_after (it knows the conversation's tail).
+    real = tool_calls_module.append_after
     failures = []
 
     def refuse_once(**kwargs):
@@ -198,7 +199,7 @@ def test_a_result_that_cannot_be_stored_is_failed_never_interrupted(
             raise DatabaseError("value too long for the column")
         return real(**kwargs)
 
-    monkeypatch.setattr(tool_calls_module, "append_messages", refuse_once)
+    monkeypatch.setattr(tool_calls_module, "append_after", refuse_once)
     provider = ScriptedProvider([scripted_calls(("echo", {"text": "hi"})), scripted_text("ok")])
     run = run_tool_loop(conversation=conversation, content="Go", provider=provider)
     assert run.status == Run.Status.COMPLETED

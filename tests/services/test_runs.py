@@ -1,4 +1,4 @@
-"""The run lifecycle around the loop: claiming, cancelling, and the inline executor."""
+"""The run lifecycle around the loop: starting, claiming, cancelling, and the inline executor."""
 
 from __future__ import annotations
 
@@ -9,13 +9,26 @@ import pytest
 from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 
-from conversations.domain import ChatMessage, Role
-from conversations.exceptions import RunAlreadyClaimed, RunNotRunning
-from conversations.models import Run
+from conversations.domain import ChatMessage, Role, ToolCall
+from conversations.exceptions import (
+    ConversationBusy,
+    InvalidArgumentError,
+    RunAlreadyClaimed,
+    RunNotRunning,
+)
+from conversations.models import (
+    ApprovalPolicy,
+    Budget,
+    Conversation,
+    Message,
+    Run,
+    ToolApproval,
+    ToolSetting,
+)
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
-from conversations.services import execute_run, run_tool_loop
+from conversations.services import append_messages, execute_run, run_tool_loop
 from conversations.services import runs as runs_service
 from conversations.services.executors import submit_run
 from conversations.services.runs import (
@@ -127,6 +140,59 @@ def test_the_inline_executor_runs_the_loop_in_this_process(conversation, profile
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED and run.worker == worker_name()
     assert roles(conversation) == ["user", "assistant", "tool", "assistant"]
+
+
+# Starting --------------------------------------------------------------------------------
+
+
+def test_a_start_refused_before_any_write_stores_nothing(conversation):
+    with pytest.raises(InvalidArgumentError) as info:
+        start_run(conversation=conversation, content=5, provider=ScriptedProvider())
+    assert info.value.field == "content"
+    assert not Run.objects.exists() and not conversation.messages.exists()
+
+
+def test_a_start_that_fails_midway_stores_neither_the_run_nor_the_message(conversation):
+    Conversation.objects.filter(pk=conversation.pk).delete()
+    with pytest.raises(ConversationBusy):
+        run_tool_loop(conversation=conversation, content="hi", provider=ScriptedProvider())
+    assert not Run.objects.exists() and not Message.objects.exists()
+
+
+def test_calls_left_open_without_a_run_are_answered_when_the_next_run_starts(conversation):
+    append_messages(
+        conversation=conversation,
+        messages=[
+            ChatMessage.user("first"),
+            ChatMessage.assistant_tool_calls([ToolCall(id="c1", name="note")]),
+        ],
+    )
+    provider = ScriptedProvider([scripted_text("fresh")])
+    run = run_tool_loop(conversation=conversation, content="again", provider=provider)
+    assert run.status == Run.Status.COMPLETED
+    assert roles(conversation) == ["user", "assistant", "tool", "user", "assistant"]
+    assert ToolCallRow.objects.get(call_id="c1").status == ToolCallRow.Status.INTERRUPTED
+    assert provider.requests[0].messages[-1] == ChatMessage.user("again")
+    assert_every_adapter_accepts(provider.requests[0].messages)
+
+
+def test_the_tool_settings_read_at_the_start_decide_the_run(conversation, tools, executed):
+    ToolSetting.objects.create(name="cancel_me", enabled=False)
+    ToolSetting.objects.create(name="note", approval=ApprovalPolicy.STAFF)
+    provider = ScriptedProvider([scripted_calls(("note", {"text": "a"}))])
+    run = run_tool_loop(conversation=conversation, content="hi", provider=provider)
+    assert [spec.name for spec in provider.requests[0].tools] == ["note"]
+    assert run.status == Run.Status.AWAITING_APPROVAL and executed == []
+    assert ToolApproval.objects.get(run=run).level == ToolApproval.Level.STAFF
+
+
+def test_a_budget_read_at_the_start_refuses_the_first_model_call(conversation, user):
+    Budget.objects.create(
+        name="none left", scope=Budget.Scope.USER, user=user, period="day", token_limit=0
+    )
+    provider = ScriptedProvider([scripted_text("never")])
+    run = run_tool_loop(conversation=conversation, content="hi", provider=provider)
+    assert run.status == Run.Status.BUDGET_EXHAUSTED and provider.requests == []
 
 
 # Cancelling ------------------------------------------------------------------------------

@@ -1,0 +1,206 @@
+"""The tool loop's hand-written SQL: the statements the ORM cannot write as one.
+
+Everything else the loop stores goes through the ORM. Three steps of a turn
+need what the ORM does not say in a single statement, and on PostgreSQL each
+statement is a round trip to the server, so they are written here, once, for
+both databases:
+
+- :func:`open_turn`: in the transaction that inserts a run, the
+  conversation's ``updated_at`` is bumped (its row lock, as
+  ``append_messages`` takes it), and whether any budget applies and the tool
+  settings come back in the same ``UPDATE ... RETURNING`` (the settings as one
+  JSON array: ``json_agg`` on PostgreSQL, ``json_group_array`` on SQLite), so
+  that the first model call reads neither.
+
+- :func:`hold_for_results`: before a turn's results are stored, the run is
+  fenced (still ``running`` under this process's claim), the conversation's
+  ``updated_at`` is bumped (which takes its row lock, as ``append_messages``
+  does), and the run's ``cancel_requested`` and whether any budget applies
+  come back, so that the next round asks neither. PostgreSQL does it in one
+  ``UPDATE`` with a data-modifying ``WITH`` (the run row is locked first, as
+  recovery locks it). SQLite has no data-modifying ``WITH``; it serialises
+  writers (``BEGIN IMMEDIATE``), so there the conversation is updated only if
+  the run is held, and the run's heartbeat is left to the heartbeat thread.
+- :func:`update_call_states`: every call's status, error and times in one
+  ``UPDATE ... FROM (VALUES ...)``, where ``bulk_update`` would build one
+  ``CASE`` per field and row.
+
+Only placeholders and our own table names go into the SQL text. The values
+are the ones the ORM would write (datetimes through
+``connection.ops.adapt_datetimefield_value``, primary keys through their
+field's ``get_db_prep_value``), so the rows are those of the ORM path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from conversations.exceptions import RunFencedOut
+from conversations.models import ApprovalPolicy, Budget, Conversation, Run, ToolSetting
+from conversations.models import ToolCall as ToolCallRow
+from conversations.selectors import ToolSettings
+
+__all__ = ["Held", "Opened", "hold_for_results", "open_turn", "update_call_states"]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What :func:`hold_for_results` read while it held the run."""
+
+    cancel_requested: bool
+    """Whether a cancellation was asked for."""
+    budgets_apply: bool
+    """Whether any active budget covers the run's next model call (block or warn)."""
+
+
+def _table(model: Any) -> str:
+    return str(connection.ops.quote_name(model._meta.db_table))
+
+
+def _pk(model: Any, value: Any) -> Any:
+    return model._meta.pk.get_db_prep_value(value, connection)
+
+
+def _budgets_apply_sql() -> str:
+    """``EXISTS`` over the budgets ``applicable_budgets`` would return (two placeholders)."""
+    budget = _table(Budget)
+    return (
+        f"EXISTS (SELECT 1 FROM {budget} b WHERE b.is_active = %s AND ("
+        f"b.scope = '{Budget.Scope.GLOBAL}'"
+        f" OR (b.scope = '{Budget.Scope.USER}' AND b.user_id = %s)"
+        f" OR (b.scope = '{Budget.Scope.PROFILE}' AND b.profile_id = %s)))"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What :func:`open_turn` read while it took the conversation."""
+
+    budgets_apply: bool
+    """Whether any active budget covers the run's first model call (block or warn)."""
+    tool_settings: ToolSettings
+    """The tool settings, read in the same statement."""
+
+
+def open_turn(run: Run) -> Opened:
+    """Bump the conversation of ``run``, just inserted; read its budgets and the tool settings.
+
+    Call inside the transaction that inserted ``run``, right after the insert
+    (the run row first, then the conversation, as recovery locks them).
+    Raises ``Conversation.DoesNotExist`` when the conversation is gone.
+    """
+    now = timezone.now()
+    conversation_table, setting_table = _table(Conversation), _table(ToolSetting)
+    aggregate = (
+        "json_agg(json_build_array(s.name, s.enabled, s.approval))"
+        if connection.vendor == "postgresql"
+        else "json_group_array(json_array(s.name, s.enabled, s.approval))"
+    )
+    sql = (
+        f"UPDATE {conversation_table} SET updated_at = %s WHERE id = %s"
+        f" RETURNING {_budgets_apply_sql()},"
+        f" (SELECT {aggregate} FROM {setting_table} s WHERE s.enabled = %s OR s.approval <> %s)"
+    )
+    params = [
+        connection.ops.adapt_datetimefield_value(now),
+        _pk(Conversation, run.conversation_id),
+        *[True, run.conversation.owner_id, run.profile_id],
+        False,
+        ApprovalPolicy.DEFAULT.value,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"conversation {run.conversation_id} does not exist")
+    run.conversation.updated_at = now
+    # PostgreSQL's driver decodes json (NULL over no rows); SQLite returns the text.
+    settings = json.loads(row[1]) if isinstance(row[1], str | bytes) else row[1] or []
+    return Opened(
+        budgets_apply=bool(row[0]),
+        tool_settings=ToolSettings.from_rows(
+            (name, bool(enabled), approval) for name, enabled, approval in settings
+        ),
+    )
+
+
+def hold_for_results(run: Run) -> Held:
+    """Fence ``run``, bump its conversation's ``updated_at``; raise :class:`RunFencedOut` if not held.
+
+    Call first inside the transaction that stores a turn's results.
+    """
+    if run.claimed_at is None:
+        raise RunFencedOut(f"run {run.pk} is not claimed by this process")
+    now = timezone.now()
+    adapt = connection.ops.adapt_datetimefield_value
+    run_table, conversation_table = _table(Run), _table(Conversation)
+    run_id = _pk(Run, run.pk)
+    conversation_id = _pk(Conversation, run.conversation_id)
+    held = (
+        "id = %s AND status = %s AND claimed_at = %s AND worker = %s",
+        [run_id, Run.Status.RUNNING, adapt(run.claimed_at), run.worker],
+    )
+    budgets = [True, run.conversation.owner_id, run.profile_id]
+    if connection.vendor == "postgresql":
+        sql = (
+            f"WITH held AS (UPDATE {run_table} SET heartbeat_at = %s WHERE {held[0]}"
+            " RETURNING cancel_requested) "
+            f"UPDATE {conversation_table} SET updated_at = %s FROM held"
+            f" WHERE {conversation_table}.id = %s"
+            f" RETURNING held.cancel_requested, {_budgets_apply_sql()}"
+        )
+        params = [adapt(now), *held[1], adapt(now), conversation_id, *budgets]
+    else:
+        sql = (
+            f"UPDATE {conversation_table} SET updated_at = %s WHERE id = %s"
+            f" AND EXISTS (SELECT 1 FROM {run_table} WHERE {held[0]})"
+            f" RETURNING (SELECT cancel_requested FROM {run_table} WHERE id = %s),"
+            f" {_budgets_apply_sql()}"
+        )
+        params = [adapt(now), conversation_id, *held[1], run_id, *budgets]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise RunFencedOut(f"run {run.pk} is no longer held by this process")
+    if connection.vendor == "postgresql":
+        run.heartbeat_at = now
+    run.conversation.updated_at = now
+    return Held(cancel_requested=bool(row[0]), budgets_apply=bool(row[1]))
+
+
+def update_call_states(rows: Sequence[ToolCallRow]) -> None:
+    """Write status, error and times of ``rows`` in one ``UPDATE ... FROM (VALUES ...)``.
+
+    Both PostgreSQL and SQLite (3.33+) accept ``UPDATE ... FROM`` and name
+    the columns of ``VALUES`` column1...; PostgreSQL needs the timestamps cast.
+    """
+    if not rows:
+        return
+    ops = connection.ops
+    cast = "::timestamptz" if connection.vendor == "postgresql" else ""
+    row_sql = f"(%s, %s, %s, %s{cast}, %s{cast})"
+    params: list[Any] = []
+    for row in rows:
+        params += [
+            row.pk,
+            row.status,
+            row.error,
+            ops.adapt_datetimefield_value(row.started_at),
+            ops.adapt_datetimefield_value(row.finished_at),
+        ]
+    table = _table(ToolCallRow)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET status = v.column2, error = v.column3, "
+            f"started_at = v.column4, finished_at = v.column5 "
+            f"FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v "
+            f"WHERE {table}.id = v.column1",
+            params,
+        )
