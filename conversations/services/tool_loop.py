@@ -266,7 +266,7 @@ def _rounds(
             state = _State(tail)
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
-            response, checked, approvals = _answer(
+            response, turn, checked, approvals = _answer(
                 run,
                 provider,
                 history,
@@ -282,7 +282,7 @@ def _rounds(
                 send_requested(run=run, approvals=approvals)
                 logger.info("run %s waits for %d approval(s)", run.pk, len(approvals))
                 return run
-            history.append(response.to_message())
+            history.append(turn)
             if not checked:
                 return finish_run(
                     run=run,
@@ -290,14 +290,14 @@ def _rounds(
                     final_content=response.content,
                     answered=not tail.open_calls,
                 )
-            outcomes = _run_calls(run, checked, tools, watch, state)
+            answers = _run_calls(run, checked, tools, watch, state)
             live.changed()
-            history.extend(outcome.to_message() for outcome in outcomes)
+            history.extend(answers)
         # Every round asked for tools: one more call, with none offered, for the answer.
         watch.raise_if_cancelled()
         final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
         offer_none = dataclasses.replace(request, tools={}, approvals={})
-        response, checked, _ = _answer(
+        response, _turn, checked, _ = _answer(
             run,
             provider,
             history,
@@ -356,15 +356,21 @@ def _answer(
     state: _State,
     *,
     counts_as_round: bool,
-) -> tuple[CompletionResponse, _Checked, list[ToolApproval]]:
-    """Ask the model and store its turn; a turn a cancellation cut short is stored, then stops."""
+) -> tuple[CompletionResponse, ChatMessage, _Checked, list[ToolApproval]]:
+    """Ask the model and store its turn; a turn a cancellation cut short is stored, then stops.
+
+    Returns the response, the assistant message stored (what the history gets),
+    its calls with their rejections, and the approvals the turn waits for.
+    """
     asked = ask(
         run, provider, history, specs, options, watch, live, budgets_apply=state.budgets_apply
     )
     state.budgets_apply = asked.budgets_apply
+    turn = asked.response.to_message()
     checked, approvals = _persist_turn(
         run,
         asked.response,
+        turn,
         asked.started_at,
         asked.latency_ms,
         counts_as_round=counts_as_round,
@@ -375,7 +381,7 @@ def _answer(
     live.stored()
     if asked.cancelled:
         raise RunCancelled("the run was cancelled")
-    return asked.response, checked, approvals
+    return asked.response, turn, checked, approvals
 
 
 @dataclass(slots=True)
@@ -391,6 +397,7 @@ class _State:
 def _persist_turn(
     run: Run,
     response: CompletionResponse,
+    turn: ChatMessage,
     started_at: datetime,
     latency_ms: int,
     *,
@@ -399,7 +406,8 @@ def _persist_turn(
     state: _State,
     first_delta_ms: int | None = None,
 ) -> tuple[_Checked, list[ToolApproval]]:
-    """Store the assistant turn, its calls and the run's counters in one transaction.
+    """Store the assistant turn (``turn``: ``response`` as a message), its calls and the run's
+    counters in one transaction.
 
     Returns each call with its rejection (``None`` when it may run), and the
     approvals the turn waits for (empty: it was not held).
@@ -432,7 +440,7 @@ def _persist_turn(
         _charge_run(run, usage, rounds=1 if counts_as_round else 0, cost=priced[1])
         (message,) = append_after(
             conversation=run.conversation,
-            messages=[response.to_message()],
+            messages=[turn],
             tail=state.tail,
             run=run,
             details=[details],
@@ -508,7 +516,7 @@ def _run_calls(
     tools: dict[str, Tool],
     watch: CancelWatch,
     state: _State | None = None,
-) -> list[CallOutcome]:
+) -> list[ChatMessage]:
     """Execute the calls of one assistant turn and answer each; return the answers in call order.
 
     The runnable calls run concurrently (see ``tool_runner``); the answers of
@@ -518,8 +526,9 @@ def _run_calls(
     executed = iter(run_calls(run=run, calls=runnable, watch=watch))
     ordered = [next(executed) if rejection is None else rejection for _, rejection in checked]
     tail = state.tail if state is not None else None
+    messages = [outcome.to_message() for outcome in ordered]
     try:
-        held = persist_outcomes(run=run, outcomes=ordered, tail=tail)
+        held = persist_outcomes(run=run, outcomes=ordered, tail=tail, messages=messages)
     except DatabaseError:
         # The tools have run: tell the model they failed (never "interrupted",
         # which invites a repeat) and keep the reason for admins. Stored the
@@ -527,7 +536,8 @@ def _run_calls(
         logger.exception("run %s: the results of a turn could not be stored", run.pk)
         detail = traceback.format_exc()
         ordered = [storage_failed(outcome=outcome, detail=detail) for outcome in ordered]
-        held = persist_outcomes(run=run, outcomes=ordered)
+        messages = [outcome.to_message() for outcome in ordered]
+        held = persist_outcomes(run=run, outcomes=ordered, messages=messages)
         if state is not None:
             state.tail = history_and_tail(conversation=run.conversation, profile=None)[1]
     if held is not None and state is not None:
@@ -541,4 +551,4 @@ def _run_calls(
         )
     if watch.seen:
         raise RunCancelled("the run was cancelled")
-    return ordered
+    return messages
