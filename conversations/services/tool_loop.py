@@ -36,17 +36,13 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
-from typing import Any
 
 from django.db import DatabaseError, transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from conversations import signals
 from conversations.conf import app_settings
-from conversations.domain import ChatMessage, CompletionResponse, ToolSpec, Usage
+from conversations.domain import ChatMessage, CompletionResponse, ToolSpec
 from conversations.exceptions import (
     BudgetExceeded,
     ConfigurationError,
@@ -71,7 +67,7 @@ from conversations.tools import Tool
 
 from . import tracing
 from .approvals import approval_levels, held_calls, hold_turn, send_requested
-from .fencing import held_run
+from .hot_path import charge_run
 from .live import LiveRun, ask
 from .messages import MessageDetails, append_after
 from .providers import build_provider, close_provider, completion_options
@@ -437,7 +433,7 @@ def _persist_turn(
             row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
 
     with transaction.atomic():
-        _charge_run(run, usage, rounds=1 if counts_as_round else 0, cost=priced[1])
+        charge_run(run, usage, rounds=1 if counts_as_round else 0, cost=priced[1])
         (message,) = append_after(
             conversation=run.conversation,
             messages=[turn],
@@ -476,38 +472,6 @@ def _mark_running(rows: list[ToolCallRow]) -> None:
         )
         for row in rows:
             row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
-
-
-def _charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> None:
-    """Add the call to the run's counters, refresh its heartbeat: fenced, one ``UPDATE``."""
-    now = timezone.now()
-    changes: dict[str, Any] = {
-        "iterations": F("iterations") + rounds,
-        "prompt_tokens": F("prompt_tokens") + usage.prompt_tokens,
-        "completion_tokens": F("completion_tokens") + usage.completion_tokens,
-        "total_tokens": F("total_tokens") + usage.total_tokens,
-        "cached_prompt_tokens": F("cached_prompt_tokens") + usage.cached_prompt_tokens,
-        "reasoning_tokens": F("reasoning_tokens") + usage.reasoning_tokens,
-        "heartbeat_at": now,
-    }
-    if cost is None:
-        changes["unpriced_calls"] = F("unpriced_calls") + 1
-    else:
-        changes["cost"] = Coalesce(F("cost"), Value(Decimal(0))) + cost
-    if not held_run(run).update(**changes):
-        raise RunFencedOut(f"run {run.pk} is no longer held by this process")
-    # Mirror the update in memory instead of re-reading the row.
-    run.iterations += rounds
-    run.prompt_tokens += usage.prompt_tokens
-    run.completion_tokens += usage.completion_tokens
-    run.total_tokens += usage.total_tokens
-    run.cached_prompt_tokens += usage.cached_prompt_tokens
-    run.reasoning_tokens += usage.reasoning_tokens
-    run.heartbeat_at = now
-    if cost is None:
-        run.unpriced_calls += 1
-    else:
-        run.cost = (run.cost or Decimal(0)) + cost
 
 
 def _run_calls(
