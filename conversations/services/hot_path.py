@@ -1,9 +1,10 @@
-"""The tool loop's hand-written SQL: the statements the ORM cannot write as one.
+"""The tool loop's hand-written SQL: statements the ORM cannot write as one, or writes slowly.
 
-Everything else the loop stores goes through the ORM. Three steps of a turn
-need what the ORM does not say in a single statement, and on PostgreSQL each
-statement is a round trip to the server, so they are written here, once, for
-both databases:
+Everything else the loop stores goes through the ORM. Some steps of a turn
+need what the ORM does not say in a single statement (on PostgreSQL each
+statement is a round trip to the server); others run every round, and there
+building the statement through the ORM costs more Python time than running
+it. They are written here, once, for both databases:
 
 - :func:`open_turn`: in the transaction that inserts a run, the
   conversation's ``updated_at`` is bumped (its row lock, as
@@ -25,6 +26,9 @@ both databases:
   the run's counters, and its heartbeat refreshed, fenced, in one ``UPDATE``
   (the ORM writes the same statement, but builds seven ``F()`` expressions
   and a ``Coalesce`` to say it, which cost more than the statement itself).
+- :func:`touch_conversation`: the conversation's ``updated_at`` bumped (which
+  takes its row lock), as a plain ``UPDATE`` the ORM would spend more time
+  building than the database spends running.
 - :func:`update_call_states`: every call's status, error and times in one
   ``UPDATE ... FROM (VALUES ...)``, where ``bulk_update`` would build one
   ``CASE`` per field and row.
@@ -40,6 +44,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -58,6 +63,7 @@ __all__ = [
     "charge_run",
     "hold_for_results",
     "open_turn",
+    "touch_conversation",
     "update_call_states",
 ]
 
@@ -243,6 +249,20 @@ def hold_for_results(run: Run) -> Held:
         run.heartbeat_at = now
     run.conversation.updated_at = now
     return Held(cancel_requested=bool(row[0]), budgets_apply=bool(row[1]))
+
+
+def touch_conversation(conversation_id: Any, now: datetime) -> None:
+    """Set the conversation's ``updated_at`` to ``now`` (and so lock its row).
+
+    Raises ``Conversation.DoesNotExist`` when it is gone.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_table(Conversation)} SET updated_at = %s WHERE id = %s",
+            [connection.ops.adapt_datetimefield_value(now), _pk(Conversation, conversation_id)],
+        )
+        if cursor.rowcount != 1:
+            raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
 
 
 def update_call_states(rows: Sequence[ToolCallRow]) -> None:
