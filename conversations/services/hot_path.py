@@ -1,9 +1,10 @@
-"""The tool loop's hand-written SQL: the statements the ORM cannot write as one.
+"""The tool loop's hand-written SQL: statements the ORM cannot write as one, or writes slowly.
 
-Everything else the loop stores goes through the ORM. Three steps of a turn
-need what the ORM does not say in a single statement, and on PostgreSQL each
-statement is a round trip to the server, so they are written here, once, for
-both databases:
+Everything else the loop stores goes through the ORM. Some steps of a turn
+need what the ORM does not say in a single statement (on PostgreSQL each
+statement is a round trip to the server); others run every round, and there
+building the statement through the ORM costs more Python time than running
+it. They are written here, once, for both databases:
 
 - :func:`open_turn`: in the transaction that inserts a run, the
   conversation's ``updated_at`` is bumped (its row lock, as
@@ -21,6 +22,13 @@ both databases:
   recovery locks it). SQLite has no data-modifying ``WITH``; it serialises
   writers (``BEGIN IMMEDIATE``), so there the conversation is updated only if
   the run is held, and the run's heartbeat is left to the heartbeat thread.
+- :func:`charge_run`: a model call's tokens, its cost and a round added to
+  the run's counters, and its heartbeat refreshed, fenced, in one ``UPDATE``
+  (the ORM writes the same statement, but builds seven ``F()`` expressions
+  and a ``Coalesce`` to say it, which cost more than the statement itself).
+- :func:`touch_conversation`: the conversation's ``updated_at`` bumped (which
+  takes its row lock), as a plain ``UPDATE`` the ORM would spend more time
+  building than the database spends running.
 - :func:`update_call_states`: every call's status, error and times in one
   ``UPDATE ... FROM (VALUES ...)``, where ``bulk_update`` would build one
   ``CASE`` per field and row.
@@ -36,17 +44,28 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
+from conversations.domain import Usage
 from conversations.exceptions import RunFencedOut
 from conversations.models import ApprovalPolicy, Budget, Conversation, Run, ToolSetting
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import ToolSettings
 
-__all__ = ["Held", "Opened", "hold_for_results", "open_turn", "update_call_states"]
+__all__ = [
+    "Held",
+    "Opened",
+    "charge_run",
+    "hold_for_results",
+    "open_turn",
+    "touch_conversation",
+    "update_call_states",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +149,66 @@ def open_turn(run: Run) -> Opened:
     )
 
 
+def _held(run: Run) -> tuple[str, list[Any]]:
+    """The condition (and its values) of ``run``'s row while this process holds it."""
+    return (
+        "id = %s AND status = %s AND claimed_at = %s AND worker = %s",
+        [
+            _pk(Run, run.pk),
+            Run.Status.RUNNING,
+            connection.ops.adapt_datetimefield_value(run.claimed_at),
+            run.worker,
+        ],
+    )
+
+
+_COUNTERS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_prompt_tokens",
+    "reasoning_tokens",
+)
+
+
+def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> None:
+    """Add a model call to the run's counters, refresh its heartbeat: fenced, one ``UPDATE``.
+
+    ``rounds`` (0 or 1) is added to ``iterations``; ``cost`` to ``cost``, or
+    ``None`` (the price is unknown) counts one more unpriced call. Raises
+    :class:`RunFencedOut` (nothing written) when this process no longer holds
+    ``run``. ``run`` is updated in memory to match.
+    """
+    if run.claimed_at is None:
+        raise RunFencedOut(f"run {run.pk} is not claimed by this process")
+    now = timezone.now()
+    counts = [getattr(usage, name) for name in _COUNTERS]
+    assignments = [f"{name} = {name} + %s" for name in ("iterations", *_COUNTERS)]
+    assignments.append("heartbeat_at = %s")
+    params: list[Any] = [rounds, *counts, connection.ops.adapt_datetimefield_value(now)]
+    if cost is None:
+        assignments.append("unpriced_calls = unpriced_calls + 1")
+    else:
+        # SQLite has no decimal type: the sum is NUMERIC, as the ORM casts it.
+        assignments.append("cost = CAST(COALESCE(cost, 0) + CAST(%s AS NUMERIC) AS NUMERIC)")
+        params.append(cost)
+    where, held = _held(run)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_table(Run)} SET {', '.join(assignments)} WHERE {where}", [*params, *held]
+        )
+        if cursor.rowcount != 1:
+            raise RunFencedOut(f"run {run.pk} is no longer held by this process")
+    run.iterations += rounds
+    for name, count in zip(_COUNTERS, counts, strict=True):
+        setattr(run, name, getattr(run, name) + count)
+    run.heartbeat_at = now
+    if cost is None:
+        run.unpriced_calls += 1
+    else:
+        run.cost = (run.cost or Decimal(0)) + cost
+
+
 def hold_for_results(run: Run) -> Held:
     """Fence ``run``, bump its conversation's ``updated_at``; raise :class:`RunFencedOut` if not held.
 
@@ -142,10 +221,7 @@ def hold_for_results(run: Run) -> Held:
     run_table, conversation_table = _table(Run), _table(Conversation)
     run_id = _pk(Run, run.pk)
     conversation_id = _pk(Conversation, run.conversation_id)
-    held = (
-        "id = %s AND status = %s AND claimed_at = %s AND worker = %s",
-        [run_id, Run.Status.RUNNING, adapt(run.claimed_at), run.worker],
-    )
+    held = _held(run)
     budgets = [True, run.conversation.owner_id, run.profile_id]
     if connection.vendor == "postgresql":
         sql = (
@@ -173,6 +249,20 @@ def hold_for_results(run: Run) -> Held:
         run.heartbeat_at = now
     run.conversation.updated_at = now
     return Held(cancel_requested=bool(row[0]), budgets_apply=bool(row[1]))
+
+
+def touch_conversation(conversation_id: Any, now: datetime) -> None:
+    """Set the conversation's ``updated_at`` to ``now`` (and so lock its row).
+
+    Raises ``Conversation.DoesNotExist`` when it is gone.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_table(Conversation)} SET updated_at = %s WHERE id = %s",
+            [connection.ops.adapt_datetimefield_value(now), _pk(Conversation, conversation_id)],
+        )
+        if cursor.rowcount != 1:
+            raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
 
 
 def update_call_states(rows: Sequence[ToolCallRow]) -> None:

@@ -16,6 +16,8 @@ from conversations.exceptions import InvalidArgumentError
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.selectors import TranscriptTail
 
+from .hot_path import touch_conversation
+
 __all__ = ["MessageDetails", "append_after", "append_messages", "create_conversation"]
 
 PrepareCalls = Callable[[list[ToolCall]], None]
@@ -252,8 +254,7 @@ def _lock(conversation: Conversation, now: datetime) -> int:
 
 
 def _touch(conversation: Conversation, now: datetime) -> None:
-    if not Conversation.objects.filter(pk=conversation.pk).update(updated_at=now):
-        raise Conversation.DoesNotExist(f"conversation {conversation.pk} does not exist")
+    touch_conversation(conversation.pk, now)
 
 
 def _known_calls(

@@ -169,6 +169,9 @@ def _context(run: Run, row: ToolCallRow) -> ToolContext:
 def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
     """Run one checked call's tool in this thread (no transaction is open); its outcome.
 
+    ``row`` must have passed :func:`check_call` against ``tool``: its
+    arguments are not validated again.
+
     A :class:`ToolError` is an answer its author meant the model to read: its
     message is shown. Any other exception may hold secrets in its text, so the
     model gets a fixed sentence, and admins the traceback (on the call and in
@@ -178,7 +181,8 @@ def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
     """
     started = timezone.now()
     try:
-        result = execute(tool, row.arguments, context=_context(run, row))
+        # Checked by check_call before the call was marked running (the loop's only path here).
+        result = execute(tool, row.arguments, context=_context(run, row), checked=True)
     except Exception as exc:
         return _failed(exc, run=run, row=row, started=started)
     return _succeeded(result, row=row, started=started)
@@ -188,7 +192,7 @@ async def execute_call_async(*, run: Run, row: ToolCallRow, tool: Tool) -> CallO
     """:func:`execute_call` on an event loop: the tool is awaited; the same answers."""
     started = timezone.now()
     try:
-        result = await execute_async(tool, row.arguments, context=_context(run, row))
+        result = await execute_async(tool, row.arguments, context=_context(run, row), checked=True)
     except Exception as exc:
         return _failed(exc, run=run, row=row, started=started)
     return _succeeded(result, row=row, started=started)
@@ -271,7 +275,11 @@ def storage_failed(*, outcome: CallOutcome, detail: str) -> CallOutcome:
 
 
 def persist_outcomes(
-    *, run: Run, outcomes: Sequence[CallOutcome], tail: TranscriptTail | None = None
+    *,
+    run: Run,
+    outcomes: Sequence[CallOutcome],
+    tail: TranscriptTail | None = None,
+    messages: Sequence[ChatMessage] | None = None,
 ) -> Held | None:
     """Store every result and call status of a turn, and the heartbeat, in one transaction.
 
@@ -279,6 +287,8 @@ def persist_outcomes(
     when this process no longer holds ``run``. With the conversation's
     ``tail`` (the loop holds the conversation) the stored rows are not read
     again, and what the fence read is returned (see ``hot_path``).
+    ``messages``: the outcomes' :meth:`~CallOutcome.to_message`, when the
+    caller has built them already (the loop keeps them as its history).
     """
     now = timezone.now()
     for outcome in outcomes:
@@ -287,7 +297,8 @@ def persist_outcomes(
         row.error = outcome.error
         row.started_at = outcome.started_at or row.started_at
         row.finished_at = outcome.finished_at or now
-    messages = [outcome.to_message() for outcome in outcomes]
+    if messages is None:
+        messages = [outcome.to_message() for outcome in outcomes]
     with transaction.atomic():
         if tail is None:
             # Fenced: a process whose run was ended meanwhile writes nothing.

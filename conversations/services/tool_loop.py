@@ -36,17 +36,13 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
-from typing import Any
 
 from django.db import DatabaseError, transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from conversations import signals
 from conversations.conf import app_settings
-from conversations.domain import ChatMessage, CompletionResponse, ToolSpec, Usage
+from conversations.domain import ChatMessage, CompletionResponse, ToolSpec
 from conversations.exceptions import (
     BudgetExceeded,
     ConfigurationError,
@@ -71,7 +67,7 @@ from conversations.tools import Tool
 
 from . import tracing
 from .approvals import approval_levels, held_calls, hold_turn, send_requested
-from .fencing import held_run
+from .hot_path import charge_run
 from .live import LiveRun, ask
 from .messages import MessageDetails, append_after
 from .providers import build_provider, close_provider, completion_options
@@ -266,7 +262,7 @@ def _rounds(
             state = _State(tail)
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
-            response, checked, approvals = _answer(
+            response, turn, checked, approvals = _answer(
                 run,
                 provider,
                 history,
@@ -282,7 +278,7 @@ def _rounds(
                 send_requested(run=run, approvals=approvals)
                 logger.info("run %s waits for %d approval(s)", run.pk, len(approvals))
                 return run
-            history.append(response.to_message())
+            history.append(turn)
             if not checked:
                 return finish_run(
                     run=run,
@@ -290,14 +286,14 @@ def _rounds(
                     final_content=response.content,
                     answered=not tail.open_calls,
                 )
-            outcomes = _run_calls(run, checked, tools, watch, state)
+            answers = _run_calls(run, checked, tools, watch, state)
             live.changed()
-            history.extend(outcome.to_message() for outcome in outcomes)
+            history.extend(answers)
         # Every round asked for tools: one more call, with none offered, for the answer.
         watch.raise_if_cancelled()
         final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
         offer_none = dataclasses.replace(request, tools={}, approvals={})
-        response, checked, _ = _answer(
+        response, _turn, checked, _ = _answer(
             run,
             provider,
             history,
@@ -356,15 +352,21 @@ def _answer(
     state: _State,
     *,
     counts_as_round: bool,
-) -> tuple[CompletionResponse, _Checked, list[ToolApproval]]:
-    """Ask the model and store its turn; a turn a cancellation cut short is stored, then stops."""
+) -> tuple[CompletionResponse, ChatMessage, _Checked, list[ToolApproval]]:
+    """Ask the model and store its turn; a turn a cancellation cut short is stored, then stops.
+
+    Returns the response, the assistant message stored (what the history gets),
+    its calls with their rejections, and the approvals the turn waits for.
+    """
     asked = ask(
         run, provider, history, specs, options, watch, live, budgets_apply=state.budgets_apply
     )
     state.budgets_apply = asked.budgets_apply
+    turn = asked.response.to_message()
     checked, approvals = _persist_turn(
         run,
         asked.response,
+        turn,
         asked.started_at,
         asked.latency_ms,
         counts_as_round=counts_as_round,
@@ -375,7 +377,7 @@ def _answer(
     live.stored()
     if asked.cancelled:
         raise RunCancelled("the run was cancelled")
-    return asked.response, checked, approvals
+    return asked.response, turn, checked, approvals
 
 
 @dataclass(slots=True)
@@ -391,6 +393,7 @@ class _State:
 def _persist_turn(
     run: Run,
     response: CompletionResponse,
+    turn: ChatMessage,
     started_at: datetime,
     latency_ms: int,
     *,
@@ -399,7 +402,8 @@ def _persist_turn(
     state: _State,
     first_delta_ms: int | None = None,
 ) -> tuple[_Checked, list[ToolApproval]]:
-    """Store the assistant turn, its calls and the run's counters in one transaction.
+    """Store the assistant turn (``turn``: ``response`` as a message), its calls and the run's
+    counters in one transaction.
 
     Returns each call with its rejection (``None`` when it may run), and the
     approvals the turn waits for (empty: it was not held).
@@ -429,10 +433,10 @@ def _persist_turn(
             row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
 
     with transaction.atomic():
-        _charge_run(run, usage, rounds=1 if counts_as_round else 0, cost=priced[1])
+        charge_run(run, usage, rounds=1 if counts_as_round else 0, cost=priced[1])
         (message,) = append_after(
             conversation=run.conversation,
-            messages=[response.to_message()],
+            messages=[turn],
             tail=state.tail,
             run=run,
             details=[details],
@@ -470,45 +474,13 @@ def _mark_running(rows: list[ToolCallRow]) -> None:
             row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
 
 
-def _charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> None:
-    """Add the call to the run's counters, refresh its heartbeat: fenced, one ``UPDATE``."""
-    now = timezone.now()
-    changes: dict[str, Any] = {
-        "iterations": F("iterations") + rounds,
-        "prompt_tokens": F("prompt_tokens") + usage.prompt_tokens,
-        "completion_tokens": F("completion_tokens") + usage.completion_tokens,
-        "total_tokens": F("total_tokens") + usage.total_tokens,
-        "cached_prompt_tokens": F("cached_prompt_tokens") + usage.cached_prompt_tokens,
-        "reasoning_tokens": F("reasoning_tokens") + usage.reasoning_tokens,
-        "heartbeat_at": now,
-    }
-    if cost is None:
-        changes["unpriced_calls"] = F("unpriced_calls") + 1
-    else:
-        changes["cost"] = Coalesce(F("cost"), Value(Decimal(0))) + cost
-    if not held_run(run).update(**changes):
-        raise RunFencedOut(f"run {run.pk} is no longer held by this process")
-    # Mirror the update in memory instead of re-reading the row.
-    run.iterations += rounds
-    run.prompt_tokens += usage.prompt_tokens
-    run.completion_tokens += usage.completion_tokens
-    run.total_tokens += usage.total_tokens
-    run.cached_prompt_tokens += usage.cached_prompt_tokens
-    run.reasoning_tokens += usage.reasoning_tokens
-    run.heartbeat_at = now
-    if cost is None:
-        run.unpriced_calls += 1
-    else:
-        run.cost = (run.cost or Decimal(0)) + cost
-
-
 def _run_calls(
     run: Run,
     checked: _Checked,
     tools: dict[str, Tool],
     watch: CancelWatch,
     state: _State | None = None,
-) -> list[CallOutcome]:
+) -> list[ChatMessage]:
     """Execute the calls of one assistant turn and answer each; return the answers in call order.
 
     The runnable calls run concurrently (see ``tool_runner``); the answers of
@@ -518,8 +490,9 @@ def _run_calls(
     executed = iter(run_calls(run=run, calls=runnable, watch=watch))
     ordered = [next(executed) if rejection is None else rejection for _, rejection in checked]
     tail = state.tail if state is not None else None
+    messages = [outcome.to_message() for outcome in ordered]
     try:
-        held = persist_outcomes(run=run, outcomes=ordered, tail=tail)
+        held = persist_outcomes(run=run, outcomes=ordered, tail=tail, messages=messages)
     except DatabaseError:
         # The tools have run: tell the model they failed (never "interrupted",
         # which invites a repeat) and keep the reason for admins. Stored the
@@ -527,7 +500,8 @@ def _run_calls(
         logger.exception("run %s: the results of a turn could not be stored", run.pk)
         detail = traceback.format_exc()
         ordered = [storage_failed(outcome=outcome, detail=detail) for outcome in ordered]
-        held = persist_outcomes(run=run, outcomes=ordered)
+        messages = [outcome.to_message() for outcome in ordered]
+        held = persist_outcomes(run=run, outcomes=ordered, messages=messages)
         if state is not None:
             state.tail = history_and_tail(conversation=run.conversation, profile=None)[1]
     if held is not None and state is not None:
@@ -541,4 +515,4 @@ def _run_calls(
         )
     if watch.seen:
         raise RunCancelled("the run was cancelled")
-    return ordered
+    return messages

@@ -87,15 +87,22 @@ def validate_arguments(tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
 
 
 def call_tool(
-    tool: Tool, arguments: Mapping[str, Any], *, context: ToolContext | None = None
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    *,
+    context: ToolContext | None = None,
+    checked: bool = False,
 ) -> Any:
     """Validate, convert and call; return whatever the function returns.
 
     For an ``async def`` tool that is a coroutine, not yet started. Raises :class:`InvalidArgumentError` (code ``invalid_tool_arguments``)
     without calling the function when the arguments are invalid. Anything the
-    function raises propagates unchanged.
+    function raises propagates unchanged. ``checked=True``: the caller has
+    just had no violations from :func:`validate_arguments` for these very
+    arguments (the tool loop checks every call before it runs), so they are
+    not validated again.
     """
-    violations = validate_arguments(tool, arguments)
+    violations = [] if checked else validate_arguments(tool, arguments)
     if violations:
         raise InvalidArgumentError(
             f'invalid arguments for tool "{tool.name}": ' + "; ".join(violations),
@@ -114,24 +121,35 @@ def call_tool(
     return tool.func(**kwargs)
 
 
-def execute(tool: Tool, arguments: Mapping[str, Any], context: ToolContext | None = None) -> str:
+def execute(
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    context: ToolContext | None = None,
+    *,
+    checked: bool = False,
+) -> str:
     """:func:`call_tool`, then :func:`encode_result`: the text of the tool message.
 
     Not bounded in size: pass the text through :func:`truncate_result`.
     Nothing is caught; see the module docstring. An ``async def`` tool is run
     to its end with :func:`asgiref.sync.async_to_sync` (so not from a thread
-    that runs an event loop: await :func:`execute_async` there).
+    that runs an event loop: await :func:`execute_async` there). ``checked``
+    as for :func:`call_tool`.
     """
     if tool.is_async:
-        return async_to_sync(execute_async)(tool, arguments, context)
-    return encode_result(call_tool(tool, arguments, context=context))
+        return async_to_sync(execute_async)(tool, arguments, context, checked=checked)
+    return encode_result(call_tool(tool, arguments, context=context, checked=checked))
 
 
 async def execute_async(
-    tool: Tool, arguments: Mapping[str, Any], context: ToolContext | None = None
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    context: ToolContext | None = None,
+    *,
+    checked: bool = False,
 ) -> str:
     """:func:`execute` for an event loop: an ``async def`` tool is awaited, any other called."""
-    result = call_tool(tool, arguments, context=context)
+    result = call_tool(tool, arguments, context=context, checked=checked)
     if inspect.isawaitable(result):
         result = await result
     return encode_result(result)

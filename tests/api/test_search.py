@@ -82,6 +82,27 @@ def test_an_argument_value_finds_the_calling_message(api, talk):
     assert _positions(_found(api, q="3 zyxcorp")) == [1]
 
 
+def test_every_call_of_a_turn_finds_its_message_as_a_rebuild_does(api, demo_conversation):
+    # A turn's calls are stored by one INSERT: the index must hold the words of each.
+    calls = [
+        ToolCall(id=f"c{i}", name=f"probe_{word}", arguments={"place": word, "n": i})
+        for i, word in enumerate(["basalt", "gneiss", "schist"])
+    ]
+    append_messages(
+        conversation=demo_conversation,
+        messages=[ChatMessage.user("Survey."), ChatMessage.assistant_tool_calls(calls)],
+    )
+    words = ["basalt", "gneiss", "schist", "probe_gneiss", "probe_schist", "2"]
+
+    def found() -> list[list[int]]:
+        return [_positions(_found(api, q=word)) for word in words]
+
+    assert found() == [[1]] * len(words)
+    assert _found(api, q="place")["results"] == []
+    rebuild_search_index()
+    assert found() == [[1]] * len(words)
+
+
 def test_argument_keys_are_not_searched(api, talk):
     assert _found(api, q="ticker")["results"] == []
 
