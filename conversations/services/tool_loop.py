@@ -35,10 +35,8 @@ import logging
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
-from django.db import DatabaseError, transaction
-from django.utils import timezone
+from django.db import DatabaseError
 
 from conversations import signals
 from conversations.conf import app_settings
@@ -58,7 +56,6 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider, CompletionOptions
 from conversations.selectors import (
     ToolSettings,
-    TranscriptTail,
     available_tools,
     history_and_tail,
     tool_settings,
@@ -66,10 +63,8 @@ from conversations.selectors import (
 from conversations.tools import Tool
 
 from . import tracing
-from .approvals import approval_levels, held_calls, hold_turn, send_requested
-from .hot_path import charge_run
+from .approvals import approval_levels, held_calls, send_requested
 from .live import LiveRun, ask
-from .messages import MessageDetails, append_after
 from .providers import build_provider, close_provider, completion_options
 from .runs import (
     CancelWatch,
@@ -83,21 +78,16 @@ from .runs import (
     resolve_profile,
 )
 from .tool_calls import (
-    CallOutcome,
-    check_call,
     persist_outcomes,
     reject_call,
     storage_failed,
 )
 from .tool_runner import run_calls
-from .usage import price_call, record_model_call
+from .turns import Checked, TurnState, mark_running, persist_turn
 
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
 
 logger = logging.getLogger("conversations.tool_loop")
-
-_Checked = list[tuple[ToolCallRow, CallOutcome | None]]
-"""Each call of a turn with its rejection (``None`` when it may run)."""
 
 
 def run_tool_loop(
@@ -245,7 +235,7 @@ def _rounds(
         # Only a run that has had a round can have held one (a round counts when held).
         held = held_calls(run=run, tools=tools) if run.iterations else []
         if held:
-            _mark_running([row for row, rejection in held if rejection is None])
+            mark_running([row for row, rejection in held if rejection is None])
             live.changed()
             _run_calls(run, held, tools, watch)
             live.changed()
@@ -255,11 +245,11 @@ def _rounds(
             # Read when the run started, in the transaction that inserted it: no
             # cancellation could flag a run nobody else could see yet.
             history, tail = started.history, started.tail
-            state = _State(tail, budgets_apply=started.budgets_apply)
+            state = TurnState(tail, budgets_apply=started.budgets_apply)
             watch.read(False)
         else:
             history, tail = history_and_tail(conversation=run.conversation, profile=profile)
-            state = _State(tail)
+            state = TurnState(tail)
         while run.iterations < run.max_iterations:
             watch.raise_if_cancelled()
             response, turn, checked, approvals = _answer(
@@ -349,10 +339,10 @@ def _answer(
     watch: CancelWatch,
     live: LiveRun,
     request: RequestSetup,
-    state: _State,
+    state: TurnState,
     *,
     counts_as_round: bool,
-) -> tuple[CompletionResponse, ChatMessage, _Checked, list[ToolApproval]]:
+) -> tuple[CompletionResponse, ChatMessage, Checked, list[ToolApproval]]:
     """Ask the model and store its turn; a turn a cancellation cut short is stored, then stops.
 
     Returns the response, the assistant message stored (what the history gets),
@@ -363,14 +353,15 @@ def _answer(
     )
     state.budgets_apply = asked.budgets_apply
     turn = asked.response.to_message()
-    checked, approvals = _persist_turn(
+    checked, approvals = persist_turn(
         run,
         asked.response,
         turn,
         asked.started_at,
         asked.latency_ms,
         counts_as_round=counts_as_round,
-        request=request,
+        tools=request.tools,
+        needs_approval=request.approvals,
         state=state,
         first_delta_ms=asked.first_delta_ms,
     )
@@ -380,106 +371,12 @@ def _answer(
     return asked.response, turn, checked, approvals
 
 
-@dataclass(slots=True)
-class _State:
-    """What the loop knows between rounds without reading it again (it holds the conversation)."""
-
-    tail: TranscriptTail
-    """The conversation's end: next position, open calls, call ids taken."""
-    budgets_apply: bool | None = None
-    """Whether a budget covers the run, as last read (``None``: not read yet)."""
-
-
-def _persist_turn(
-    run: Run,
-    response: CompletionResponse,
-    turn: ChatMessage,
-    started_at: datetime,
-    latency_ms: int,
-    *,
-    counts_as_round: bool,
-    request: RequestSetup,
-    state: _State,
-    first_delta_ms: int | None = None,
-) -> tuple[_Checked, list[ToolApproval]]:
-    """Store the assistant turn (``turn``: ``response`` as a message), its calls and the run's
-    counters in one transaction.
-
-    Returns each call with its rejection (``None`` when it may run), and the
-    approvals the turn waits for (empty: it was not held).
-
-    Calls that will be executed are stored ``running``, before any of them
-    starts: after a crash they are answered as interrupted, never executed
-    again (they may have had side effects). When any of them needs approval,
-    the whole turn is held instead: no call runs.
-
-    The statements: the run's counters (which also fence the run), the
-    conversation's ``updated_at``, the message, its calls, the ledger row.
-    """
-    usage = response.usage
-    details = MessageDetails.from_response(response, latency_ms=latency_ms)
-    priced = price_call(run=run, usage=usage)
-    checked: _Checked = []
-    levels: dict[int, str] = {}
-
-    def prepare(rows: list[ToolCallRow]) -> None:
-        # Checked before they are inserted, so runnable calls go in ``running``.
-        checked.extend((row, check_call(row=row, tools=request.tools)) for row in rows)
-        runnable = [row for row, rejection in checked if rejection is None]
-        if any(row.name in request.approvals for row in runnable):
-            return  # held below, once the rows have their keys
-        marked = timezone.now()
-        for row in runnable:
-            row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
-
-    with transaction.atomic():
-        charge_run(run, usage, rounds=1 if counts_as_round else 0, cost=priced[1])
-        (message,) = append_after(
-            conversation=run.conversation,
-            messages=[turn],
-            tail=state.tail,
-            run=run,
-            details=[details],
-            prepare_calls=prepare,
-        )
-        record_model_call(
-            run=run,
-            started_at=started_at,
-            latency_ms=latency_ms,
-            usage=usage,
-            model=response.model,
-            message=message,
-            time_to_first_token_ms=first_delta_ms,
-            priced=priced,
-            run_charged=True,
-            budgets_apply=state.budgets_apply is not False,
-        )
-        # Only calls that could run need a decision; refused ones are answered on resume.
-        runnable = [row for row, rejection in checked if rejection is None]
-        levels = {r.pk: request.approvals[r.name] for r in runnable if r.name in request.approvals}
-        approvals: list[ToolApproval] = []
-        if levels:
-            rows = [row for row, _ in checked]
-            approvals = hold_turn(run=run, rows=rows, levels=levels)
-    return checked, approvals
-
-
-def _mark_running(rows: list[ToolCallRow]) -> None:
-    if rows:
-        marked = timezone.now()
-        ToolCallRow.objects.filter(pk__in=[r.pk for r in rows]).update(
-            status=ToolCallRow.Status.RUNNING, started_at=marked
-        )
-        for row in rows:
-            row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
-
-
 def _run_calls(
     run: Run,
-    checked: _Checked,
+    checked: Checked,
     tools: dict[str, Tool],
     watch: CancelWatch,
-    state: _State | None = None,
+    state: TurnState | None = None,
 ) -> list[ChatMessage]:
     """Execute the calls of one assistant turn and answer each; return the answers in call order.
 
