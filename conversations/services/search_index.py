@@ -6,11 +6,9 @@ of the calls an assistant message makes.
 
 - PostgreSQL: a ``tsvector`` column ``conversations_message.search_vector``
   (not a model field: only the database writes it), GIN-indexed, computed by
-  a ``BEFORE INSERT OR UPDATE`` trigger on messages and refreshed by
-  triggers on tool calls (calls are stored after their message): once per
-  ``INSERT`` statement for every message it gave calls (a turn's k calls
-  are one statement: the message is indexed once, not k times), and row by
-  row when a call's name or arguments change. The text search configuration is
+  a ``BEFORE INSERT OR UPDATE`` trigger on messages and refreshed by an
+  ``AFTER INSERT OR UPDATE`` trigger on tool calls (calls are stored after
+  their message). The text search configuration is
   ``CONVERSATIONS["SEARCH_CONFIG"]`` as it was when the function was
   installed; :func:`rebuild_search_index` installs it again with the current
   one and recomputes every row.
@@ -46,11 +44,7 @@ __all__ = [
     "remove_search_index",
 ]
 
-POSTGRES_SEARCH_TRIGGERS: Final = (
-    "conversations_message_search",
-    "conversations_toolcall_search",
-    "conversations_toolcall_search_insert",
-)
+POSTGRES_SEARCH_TRIGGERS: Final = ("conversations_message_search", "conversations_toolcall_search")
 POSTGRES_SEARCH_FUNCTIONS: Final = (*POSTGRES_SEARCH_TRIGGERS, "conversations_search_document")
 SQLITE_SEARCH_TRIGGERS: Final = (
     "conversations_message_search_insert",
@@ -96,30 +90,18 @@ _POSTGRES_TRIGGER_FUNCTIONS: Final = [
     "       SET search_vector = conversations_search_document(m.content, m.tool_call_id, m.id)\n"
     "     WHERE m.id = NEW.message_id;\n"
     "    RETURN NULL;\nEND\n$$;",
-    # The calls of one INSERT statement, whatever their number: each message once.
-    "CREATE OR REPLACE FUNCTION conversations_toolcall_search_insert() RETURNS trigger"
-    " LANGUAGE plpgsql AS $$\nBEGIN\n"
-    "    UPDATE conversations_message m\n"
-    "       SET search_vector = conversations_search_document(m.content, m.tool_call_id, m.id)\n"
-    "     WHERE m.id IN (SELECT message_id FROM new_calls);\n"
-    "    RETURN NULL;\nEND\n$$;",
 ]
 
 
 _POSTGRES_TRIGGER_SQL: Final = [
     "DROP TRIGGER IF EXISTS conversations_message_search ON conversations_message;",
     "DROP TRIGGER IF EXISTS conversations_toolcall_search ON conversations_toolcall;",
-    "DROP TRIGGER IF EXISTS conversations_toolcall_search_insert ON conversations_toolcall;",
     "CREATE TRIGGER conversations_message_search"
     " BEFORE INSERT OR UPDATE OF content, tool_call_id ON conversations_message"
     " FOR EACH ROW EXECUTE FUNCTION conversations_message_search();",
-    # A transition table cannot go with a column list: updates stay row by row (rare).
     "CREATE TRIGGER conversations_toolcall_search"
-    " AFTER UPDATE OF name, arguments ON conversations_toolcall"
+    " AFTER INSERT OR UPDATE OF name, arguments ON conversations_toolcall"
     " FOR EACH ROW EXECUTE FUNCTION conversations_toolcall_search();",
-    "CREATE TRIGGER conversations_toolcall_search_insert"
-    " AFTER INSERT ON conversations_toolcall REFERENCING NEW TABLE AS new_calls"
-    " FOR EACH STATEMENT EXECUTE FUNCTION conversations_toolcall_search_insert();",
 ]
 
 _POSTGRES_REFRESH: Final = (
@@ -250,10 +232,6 @@ def remove_search_index(conn: BaseDatabaseWrapper) -> None:
             )
             cursor.execute(
                 "DROP TRIGGER IF EXISTS conversations_toolcall_search ON conversations_toolcall"
-            )
-            cursor.execute(
-                "DROP TRIGGER IF EXISTS conversations_toolcall_search_insert"
-                " ON conversations_toolcall"
             )
             for name in POSTGRES_SEARCH_TRIGGERS:
                 cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
