@@ -64,12 +64,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse, urlunparse
 
-from postgres_admin import postgres_admin  # bench/ is sys.path[0] when run as a script
+from databases import fresh_database  # bench/ is sys.path[0] when run as a script
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/13"
 QUESTION = "What's the weather in Paris?"
 
@@ -109,7 +107,7 @@ def main() -> int:
 
     sys.path.insert(0, str(REPO))
     queue = f"bench-{uuid.uuid4().hex[:8]}"
-    with fresh_database(args.postgres_url) as description:
+    with fresh_database("postgres", args.postgres_url, label="runs") as description:
         os.environ["CELERY_BROKER_URL"] = args.broker_url
         os.environ["CELERY_TASK_DEFAULT_QUEUE"] = queue
         os.environ["CONVERSATIONS_EXECUTOR"] = args.executor
@@ -159,29 +157,6 @@ def configure_pool(args: Any) -> None:
         os.environ["DATABASE_POOL_MIN_SIZE"] = str(min(2, args.pool_max_size))
     if args.pool_timeout is not None:
         os.environ["DATABASE_POOL_TIMEOUT"] = str(args.pool_timeout)
-
-
-@contextlib.contextmanager
-def fresh_database(postgres_url: str | None) -> Iterator[str]:
-    """Point ``project.settings`` at an empty, throwaway PostgreSQL database."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    os.environ["DJANGO_DEBUG"] = "0"  # no query log kept in memory
-    url = postgres_url or os.environ.get("DATABASE_URL", "")
-    if urlparse(url).scheme not in {"postgres", "postgresql", "pgsql"}:
-        url = DEFAULT_POSTGRES_URL
-    parsed = urlparse(url)
-    base = unquote(parsed.path.lstrip("/")) or "bench"
-    name = f"{base}_runs_{uuid.uuid4().hex[:8]}"
-    postgres_admin(parsed, f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
-    try:
-        yield f"PostgreSQL, throwaway database {name} on {parsed.hostname}:{parsed.port or 5432}"
-    finally:
-        with contextlib.suppress(Exception):
-            from django.db import connections
-
-            connections.close_all()
-        postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def prepare(runs: int, latency: float) -> tuple[str, list[str]]:
