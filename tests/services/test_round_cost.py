@@ -32,7 +32,7 @@ from django.db import connection, transaction
 
 from conversations.models import Message, ModelCall, Run, ToolCall
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
-from conversations.services import create_conversation, run_tool_loop
+from conversations.services import create_conversation, run_tool_loop, runs
 from conversations.tools import registry, tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,6 +86,16 @@ class Counter:
     def between(self, first: int, second: int) -> tuple[int, int]:
         (s1, c1), (s2, c2) = self.marks[first], self.marks[second]
         return s2 - s1, c2 - c1
+
+
+@pytest.fixture(autouse=True)
+def no_timed_cancel_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between tools the loop asks whether the run was cancelled at most every
+    ``CANCEL_CHECK_INTERVAL`` seconds; on a slow or loaded machine a round of 20
+    calls can outlast the interval and pay one more statement. The counts here
+    are about the round's structure, not the machine's speed: the interval is
+    made longer than any test."""
+    monkeypatch.setattr(runs, "CANCEL_CHECK_INTERVAL", 3600.0)
 
 
 @pytest.fixture
