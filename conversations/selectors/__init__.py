@@ -27,6 +27,7 @@ from .history import (
     message_to_domain,
     open_tool_calls,
     tool_call_to_domain,
+    transcript_tail,
 )
 from .listings import (
     admin_conversations,
@@ -85,6 +86,7 @@ __all__ = [
     "tool_call_approval",
     "tool_call_to_domain",
     "tool_settings",
+    "transcript_tail",
     "visible_approvals",
     "with_tool_calls",
 ]

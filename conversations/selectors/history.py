@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, Max, OuterRef
 
 from conversations import domain
 from conversations.models import Conversation, Message, Profile, ToolCall
@@ -19,6 +19,7 @@ __all__ = [
     "message_to_domain",
     "open_tool_calls",
     "tool_call_to_domain",
+    "transcript_tail",
 ]
 
 _ROW_FIELDS = (
@@ -186,6 +187,31 @@ def history_and_tail(
     if profile is not None and profile.system_prompt:
         return [domain.ChatMessage.system(profile.system_prompt), *history], tail
     return history, tail
+
+
+def transcript_tail(*, conversation: Conversation) -> TranscriptTail:
+    """The conversation's :class:`TranscriptTail` without its history: two small queries.
+
+    For a writer that only appends (a run started for a worker to execute):
+    the last position, and the call ids with whether each is answered; no
+    message text is read.
+    """
+    tail = TranscriptTail()
+    last = Message.objects.filter(conversation=conversation).aggregate(last=Max("position"))
+    if last["last"] is not None:
+        tail.last_position = last["last"]
+    answered = Message.objects.filter(tool_call=OuterRef("pk"))
+    calls = (
+        ToolCall.objects.filter(conversation=conversation)
+        .annotate(answered=Exists(answered))
+        .order_by("message__position", "index")
+        .values_list("pk", "call_id", "answered")
+    )
+    for call_pk, call_id, is_answered in calls:
+        tail.used_call_ids.add(call_id)
+        if not is_answered:
+            tail.open_calls[call_id] = call_pk
+    return tail
 
 
 def open_tool_calls(*, conversation: Conversation) -> list[ToolCall]:

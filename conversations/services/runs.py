@@ -39,6 +39,7 @@ from conversations.selectors import (
     TranscriptTail,
     get_default_profile,
     history_and_tail,
+    transcript_tail,
 )
 
 from .fencing import held_run
@@ -118,8 +119,12 @@ class StartedTurn:
 
     run: Run
     """The run, ``running``; claimed by this process when started with ``claim=True``."""
-    history: list[ChatMessage]
-    """What the provider is sent first: the system prompt, the history, the user message."""
+    history: list[ChatMessage] | None
+    """What the provider is sent first: the system prompt, the history, the user message.
+
+    ``None`` for a run started unclaimed (``claim=False``): the process that
+    executes it reads the history then, so starting it reads no message text.
+    """
     tail: TranscriptTail
     """The conversation's end, past the user message."""
     budgets_apply: bool
@@ -140,7 +145,9 @@ def begin_turn(
     """:func:`start_run` with ``profile`` already resolved; ``claim=True``: this process executes it.
 
     One transaction inserts the run (claimed by this process when ``claim``),
-    bumps the conversation, reads its history and appends the user message.
+    bumps the conversation, reads its history (only its end when not
+    ``claim``: another process will execute the run and read the history
+    then) and appends the user message.
     The busy state is read only when the insert is refused by the rule of one
     busy run per conversation: then stale runs are recovered and the insert is
     tried once more, else :class:`ApprovalPending` or :class:`ConversationBusy`
@@ -167,7 +174,9 @@ def begin_turn(
         if claim:
             now = timezone.now()
             fields.update(claimed_at=now, heartbeat_at=now, worker=worker_name())
-        return _open_turn(conversation, fields, message=message, profile=profile)
+        return _open_turn(
+            conversation, fields, message=message, profile=profile, read_history=claim
+        )
 
     try:
         return attempt()
@@ -191,6 +200,7 @@ def _open_turn(
     *,
     message: ChatMessage | None,
     profile: Profile | None,
+    read_history: bool,
 ) -> StartedTurn:
     with transaction.atomic():
         try:
@@ -203,17 +213,27 @@ def _open_turn(
         except Conversation.DoesNotExist:
             # Deleted meanwhile (the delete locked it first): the conversation is not free.
             raise ConversationBusy("the conversation is being deleted") from None
-        history, tail = history_and_tail(conversation=conversation, profile=profile)
+        history, tail = _read(conversation, profile, read_history)
         if tail.open_calls:
             # Left open by an earlier run: only now, holding the conversation, can they be taken.
             answer_open_calls(conversation=conversation, status=ToolCallRow.Status.INTERRUPTED)
-            history, tail = history_and_tail(conversation=conversation, profile=profile)
+            history, tail = _read(conversation, profile, read_history)
         if message is not None:
             append_after(
                 conversation=conversation, messages=[message], tail=tail, run=run, touch=False
             )
-            history.append(message)
+            if history is not None:
+                history.append(message)
     return StartedTurn(run, history, tail, opened.budgets_apply, opened.tool_settings)
+
+
+def _read(
+    conversation: Conversation, profile: Profile | None, history: bool
+) -> tuple[list[ChatMessage] | None, TranscriptTail]:
+    """The history and the tail, or (``history=False``) only the tail."""
+    if history:
+        return history_and_tail(conversation=conversation, profile=profile)
+    return None, transcript_tail(conversation=conversation)
 
 
 def _refuse(conversation: Conversation) -> NoReturn:

@@ -244,6 +244,7 @@ def _rounds(
         if started is not None:
             # Read when the run started, in the transaction that inserted it: no
             # cancellation could flag a run nobody else could see yet.
+            assert started.history is not None  # started claimed: the history was read
             history, tail = started.history, started.tail
             state = TurnState(tail, budgets_apply=started.budgets_apply)
             watch.read(False)

@@ -176,6 +176,55 @@ def test_calls_left_open_without_a_run_are_answered_when_the_next_run_starts(con
     assert_every_adapter_accepts(provider.requests[0].messages)
 
 
+def test_a_run_started_for_a_worker_reads_no_message_text(conversation):
+    """Its executor reads the history; the start needs only the conversation's end."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries_of_a_start(turns: int) -> list[str]:
+        messages = []
+        for turn in range(turns):
+            messages += [
+                ChatMessage.user(f"question {turn}"),
+                ChatMessage.assistant_tool_calls([ToolCall(id=f"c{turns}_{turn}", name="note")]),
+                ChatMessage.tool_result(f"c{turns}_{turn}", "noted"),
+                ChatMessage.assistant(f"answer {turn}"),
+            ]
+        append_messages(conversation=conversation, messages=messages)
+        with CaptureQueriesContext(connection) as captured:
+            run = start_run(conversation=conversation, content="next", provider=ScriptedProvider())
+        run.status, run.finished_at = Run.Status.COMPLETED, timezone.now()
+        run.save(update_fields=["status", "finished_at"])
+        return [query["sql"] for query in captured.captured_queries]
+
+    few, many = queries_of_a_start(1), queries_of_a_start(25)
+    assert len(few) == len(many)
+    reads = [sql for sql in many if sql.lstrip().upper().startswith("SELECT")]
+    assert reads and not any('"content"' in sql or '"provider_metadata"' in sql for sql in reads)
+    assert Message.objects.filter(conversation=conversation).last().content == "next"
+
+
+def test_a_run_started_for_a_worker_answers_calls_left_open(conversation):
+    append_messages(
+        conversation=conversation,
+        messages=[
+            ChatMessage.user("first"),
+            ChatMessage.assistant_tool_calls(
+                [ToolCall(id="c1", name="note"), ToolCall(id="c2", name="note")]
+            ),
+            ChatMessage.tool_result("c1", "done"),
+        ],
+    )
+    run = start_run(conversation=conversation, content="again", provider=ScriptedProvider())
+    assert roles(conversation) == ["user", "assistant", "tool", "tool", "user"]
+    assert ToolCallRow.objects.get(call_id="c2").status == ToolCallRow.Status.INTERRUPTED
+    provider = ScriptedProvider([scripted_text("fresh")])
+    assert execute_run(run=run, provider=provider).status == Run.Status.COMPLETED
+    sent = provider.requests[0].messages
+    assert sent[-1] == ChatMessage.user("again") and len(sent) == 5
+    assert_every_adapter_accepts(sent)
+
+
 def test_the_tool_settings_read_at_the_start_decide_the_run(conversation, tools, executed):
     ToolSetting.objects.create(name="cancel_me", enabled=False)
     ToolSetting.objects.create(name="note", approval=ApprovalPolicy.STAFF)
