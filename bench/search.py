@@ -19,21 +19,14 @@ nothing; ``docs/performance.md`` records a run.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
 import time
-import uuid
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse, urlunparse
 
-from postgres_admin import postgres_admin  # bench/ is sys.path[0] when run as a script
+from databases import fresh_database  # bench/ is sys.path[0] when run as a script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
 MESSAGES_PER_CONVERSATION = 100
 VOCABULARY = 20_000
 
@@ -56,26 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=17)
     args = parser.parse_args(argv)
 
-    url = args.postgres_url or os.environ.get("DATABASE_URL", "")
-    if urlparse(url).scheme not in {"postgres", "postgresql", "pgsql"}:
-        url = DEFAULT_POSTGRES_URL
-    parsed = urlparse(url)
-    base = unquote(parsed.path.lstrip("/")) or "bench"
-    name = f"{base}_search_{uuid.uuid4().hex[:8]}"
-    postgres_admin(parsed, f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    os.environ["DJANGO_DEBUG"] = "0"
-    try:
+    with fresh_database("postgres", args.postgres_url, label="search") as description:
         import django
 
         django.setup()
+        print(f"# {description}")
         run(args)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return 0
 
 

@@ -51,12 +51,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse, urlunparse
 
-from postgres_admin import postgres_admin  # bench/ is sys.path[0] when run as a script
+from databases import fresh_database  # bench/ is sys.path[0] when run as a script
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/bench"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/13"
 TARGET_LOCAL_MS = 5.0
 TARGET_REMOTE_MS = 15.0
@@ -80,7 +78,10 @@ def main() -> int:
 
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     redis_bus = f"{args.redis_url}?prefix={prefix}"
-    with fresh_database(args.postgres_url) as description:
+    with (
+        fresh_database("postgres", args.postgres_url, label="stream") as description,
+        closing_bus(),
+    ):
         os.environ["DJANGO_CACHE_URL"] = args.redis_url
         import django
 
@@ -110,30 +111,15 @@ def main() -> int:
 
 
 @contextlib.contextmanager
-def fresh_database(postgres_url: str | None) -> Iterator[str]:
-    """Point ``project.settings`` at an empty, throwaway PostgreSQL database."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    os.environ["DJANGO_DEBUG"] = "0"
-    url = postgres_url or os.environ.get("DATABASE_URL", "")
-    if urlparse(url).scheme not in {"postgres", "postgresql", "pgsql"}:
-        url = DEFAULT_POSTGRES_URL
-    parsed = urlparse(url)
-    base = unquote(parsed.path.lstrip("/")) or "bench"
-    name = f"{base}_stream_{uuid.uuid4().hex[:8]}"
-    postgres_admin(parsed, f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
+def closing_bus() -> Iterator[None]:
+    """Close the event bus's listener and connections before the database is dropped."""
     try:
-        yield f"PostgreSQL, throwaway database {name}"
+        yield
     finally:
         with contextlib.suppress(Exception):
             from conversations import events
 
             events.reset()
-        with contextlib.suppress(Exception):
-            from django.db import connections
-
-            connections.close_all()
-        postgres_admin(parsed, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def prepare_user() -> str:
