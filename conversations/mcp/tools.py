@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
-from conversations.domain import TOOL_NAME_PATTERN, ToolSpec
+from conversations.domain import TOOL_NAME_PATTERN
 from conversations.exceptions import InvalidArgumentError
 from conversations.models import MCPServer, MCPTool
 from conversations.tools import Tool, truncate_result
+from conversations.tools.base import checked_spec
 from conversations.tools.schema import FunctionShape, ParameterShape
 
 if TYPE_CHECKING:
@@ -111,16 +111,8 @@ class MCPRemoteTool(Tool):
                 code="invalid_tool_name",
                 field="name",
             )
-        spec = ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        spec = checked_spec(self.name, self.description, self.parameters, label="MCP tool")
         parameters = spec.parameters
-        try:
-            Draft202012Validator.check_schema(parameters)
-        except SchemaError as exc:
-            raise InvalidArgumentError(
-                f"MCP tool {self.name!r}: input schema is not a valid JSON Schema: {exc.message}",
-                code="invalid_tool_spec",
-                field="parameters",
-            ) from None
         properties = parameters.get("properties")
         names = sorted(properties) if isinstance(properties, dict) else []
         required = parameters.get("required")

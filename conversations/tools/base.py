@@ -22,7 +22,27 @@ from .schema import (
     is_async_callable,
 )
 
-__all__ = ["Tool"]
+__all__ = ["Tool", "checked_spec"]
+
+
+def checked_spec(name: str, description: str, parameters: Any, *, label: str) -> ToolSpec:
+    """The spec a model is shown for a tool, its parameters checked to be a JSON Schema.
+
+    :class:`ToolSpec` normalises (type "object", properties {}) and deep-copies,
+    so the schema calls are validated with is exactly the one the model is
+    shown. ``label`` names the kind of tool in the error ("tool", "MCP tool").
+    Raises ``InvalidArgumentError`` (``invalid_tool_spec``, field ``parameters``).
+    """
+    spec = ToolSpec(name=name, description=description, parameters=parameters)
+    try:
+        Draft202012Validator.check_schema(spec.parameters)
+    except SchemaError as exc:
+        raise InvalidArgumentError(
+            f"{label} {name!r}: parameters are not a valid JSON Schema: {exc.message}",
+            code="invalid_tool_spec",
+            field="parameters",
+        ) from None
+    return spec
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -99,18 +119,8 @@ class Tool:
                 code="invalid_tool_spec",
                 field="description",
             )
-        # ToolSpec normalises (type "object", properties {}) and deep-copies, so
-        # the schema we validate with is exactly the one the model is shown.
-        spec = ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        spec = checked_spec(self.name, self.description, self.parameters, label="tool")
         parameters = spec.parameters
-        try:
-            Draft202012Validator.check_schema(parameters)
-        except SchemaError as exc:
-            raise InvalidArgumentError(
-                f"tool {self.name!r}: parameters are not a valid JSON Schema: {exc.message}",
-                code="invalid_tool_spec",
-                field="parameters",
-            ) from None
         _check_fits_function(self.name, parameters, shape)
         object.__setattr__(self, "parameters", parameters)
         object.__setattr__(self, "shape", shape)

@@ -224,3 +224,30 @@ def test_without_the_sdk_no_mcp_tool_is_offered(stdio_server, monkeypatch):
     assert "local__echo" in available_tools()
     monkeypatch.setitem(sys.modules, "mcp", None)
     assert not any(name.startswith("local__") for name in available_tools())
+
+
+def test_a_tool_whose_schema_is_not_json_schema_is_left_out_with_the_reason(stdio_server, caplog):
+    from conversations.exceptions import InvalidArgumentError
+    from conversations.mcp.tools import MCPRemoteTool, RemoteCall, enabled_mcp_tools
+
+    broken = {"type": "object", "properties": {"city": {"type": 12}}}
+    MCPTool.objects.create(
+        server=stdio_server,
+        name="broken",
+        input_schema=broken,
+        schema_hash="0" * 64,
+        synced_at=stdio_server.created_at,
+        enabled=True,
+    )
+    with caplog.at_level("WARNING", logger="conversations"):
+        assert enabled_mcp_tools(taken=()) == []
+    assert "local.broken left out" in caplog.text
+    with pytest.raises(InvalidArgumentError) as info:
+        MCPRemoteTool(
+            name="local__broken",
+            description="",
+            parameters=broken,
+            func=RemoteCall(server=stdio_server, remote_name="broken"),
+        )
+    assert info.value.code == "invalid_tool_spec" and info.value.field == "parameters"
+    assert str(info.value).startswith("MCP tool 'local__broken': parameters are not a valid JSON")
