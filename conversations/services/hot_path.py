@@ -8,10 +8,11 @@ it. They are written here, once, for both databases:
 
 - :func:`open_turn`: in the transaction that inserts a run, the
   conversation's ``updated_at`` is bumped (its row lock, as
-  ``append_messages`` takes it), and whether any budget applies and the tool
-  settings come back in the same ``UPDATE ... RETURNING`` (the settings as one
-  JSON array: ``json_agg`` on PostgreSQL, ``json_group_array`` on SQLite), so
-  that the first model call reads neither.
+  ``append_messages`` takes it), and whether any budget applies, the tool
+  settings and the language model's prices come back in the same ``UPDATE
+  ... RETURNING`` (the settings as one JSON array: ``json_agg`` on
+  PostgreSQL, ``json_group_array`` on SQLite), so that no model call of the
+  turn reads them.
 
 - :func:`hold_for_results`: before a turn's results are stored, the run is
   fenced (still ``running`` under this process's claim), the conversation's
@@ -49,13 +50,24 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
+from django.db.models import Field
 from django.utils import timezone
 
+from conversations.conf import app_settings
 from conversations.domain import Usage
 from conversations.exceptions import RunFencedOut
-from conversations.models import ApprovalPolicy, Budget, Conversation, Run, ToolSetting
+from conversations.models import (
+    ApprovalPolicy,
+    Budget,
+    Conversation,
+    LanguageModel,
+    Run,
+    ToolSetting,
+)
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import ToolSettings
+
+from .usage import PRICE_FIELDS, Prices
 
 __all__ = [
     "Held",
@@ -105,10 +117,42 @@ class Opened:
     """Whether any active budget covers the run's first model call (block or warn)."""
     tool_settings: ToolSettings
     """The tool settings, read in the same statement."""
+    prices: Prices
+    """The prices of the run's language model, read in the same statement (all unknown
+    without a profile)."""
+
+
+def _price_fields() -> list[Field[Any, Any]]:
+    fields = [LanguageModel._meta.get_field(name) for name in PRICE_FIELDS]
+    return [field for field in fields if isinstance(field, Field)]
+
+
+def _prices_sql(language_model_id: Any) -> tuple[list[str], list[Any]]:
+    """One scalar subquery (and its value) per price of the language model."""
+    table = _table(LanguageModel)
+    columns = [field.column for field in _price_fields()]
+    sql = [f"(SELECT {column} FROM {table} WHERE id = %s)" for column in columns]
+    return sql, [_pk(LanguageModel, language_model_id)] * len(columns)
+
+
+def _prices(values: Sequence[Any]) -> Prices:
+    """The prices from the raw values of :func:`_prices_sql`, converted as the ORM would."""
+    converted: dict[str, Decimal | None] = {}
+    for name, model_field, value in zip(PRICE_FIELDS, _price_fields(), values, strict=True):
+        column = model_field.get_col(LanguageModel._meta.db_table)
+        converters = [
+            *connection.ops.get_db_converters(column),
+            *model_field.get_db_converters(connection),
+        ]
+        for converter in converters:
+            value = converter(value, column, connection)
+        converted[name] = value
+    return Prices.from_fields(converted, currency=app_settings().CURRENCY)
 
 
 def open_turn(run: Run) -> Opened:
-    """Bump the conversation of ``run``, just inserted; read its budgets and the tool settings.
+    """Bump the conversation of ``run``, just inserted; read its budgets, the tool settings
+    and the language model's prices.
 
     Call inside the transaction that inserted ``run``, right after the insert
     (the run row first, then the conversation, as recovery locks them).
@@ -121,10 +165,13 @@ def open_turn(run: Run) -> Opened:
         if connection.vendor == "postgresql"
         else "json_group_array(json_array(s.name, s.enabled, s.approval))"
     )
+    profile = run.profile
+    prices_sql, prices_params = _prices_sql(profile.language_model_id) if profile else ([], [])
     sql = (
         f"UPDATE {conversation_table} SET updated_at = %s WHERE id = %s"
         f" RETURNING {_budgets_apply_sql()},"
         f" (SELECT {aggregate} FROM {setting_table} s WHERE s.enabled = %s OR s.approval <> %s)"
+        + "".join(f", {item}" for item in prices_sql)
     )
     params = [
         connection.ops.adapt_datetimefield_value(now),
@@ -132,6 +179,7 @@ def open_turn(run: Run) -> Opened:
         *[True, run.conversation.owner_id, run.profile_id],
         False,
         ApprovalPolicy.DEFAULT.value,
+        *prices_params,
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -146,6 +194,7 @@ def open_turn(run: Run) -> Opened:
         tool_settings=ToolSettings.from_rows(
             (name, bool(enabled), approval) for name, enabled, approval in settings
         ),
+        prices=_prices(row[2:]) if profile else Prices(currency=app_settings().CURRENCY),
     )
 
 

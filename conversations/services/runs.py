@@ -47,6 +47,7 @@ from .hot_path import open_turn
 from .messages import append_after
 from .recovery import recover_runs
 from .tool_calls import answer_open_calls
+from .usage import Prices
 
 __all__ = [
     "CANCEL_CHECK_INTERVAL",
@@ -131,6 +132,9 @@ class StartedTurn:
     """Whether any active budget covers the run."""
     tool_settings: ToolSettings
     """The tool settings, as read when the run started."""
+    prices: Prices
+    """The language model's prices, as read when the run started: every call of it is charged
+    at them."""
 
 
 def begin_turn(
@@ -224,7 +228,9 @@ def _open_turn(
             )
             if history is not None:
                 history.append(message)
-    return StartedTurn(run, history, tail, opened.budgets_apply, opened.tool_settings)
+    return StartedTurn(
+        run, history, tail, opened.budgets_apply, opened.tool_settings, opened.prices
+    )
 
 
 def _read(

@@ -246,7 +246,7 @@ def _rounds(
             # cancellation could flag a run nobody else could see yet.
             assert started.history is not None  # started claimed: the history was read
             history, tail = started.history, started.tail
-            state = TurnState(tail, budgets_apply=started.budgets_apply)
+            state = TurnState(tail, budgets_apply=started.budgets_apply, prices=started.prices)
             watch.read(False)
         else:
             history, tail = history_and_tail(conversation=run.conversation, profile=profile)

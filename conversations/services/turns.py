@@ -24,7 +24,7 @@ from .approvals import hold_turn
 from .hot_path import charge_run
 from .messages import MessageDetails, append_after
 from .tool_calls import CallOutcome, check_call
-from .usage import price_call, record_model_call
+from .usage import Prices, price_call, record_model_call
 
 __all__ = ["Checked", "TurnState", "mark_running", "persist_turn"]
 
@@ -40,6 +40,8 @@ class TurnState:
     """The conversation's end: next position, open calls, call ids taken."""
     budgets_apply: bool | None = None
     """Whether a budget covers the run, as last read (``None``: not read yet)."""
+    prices: Prices | None = None
+    """The language model's prices, read once per run (``None``: not read yet)."""
 
 
 def persist_turn(
@@ -71,7 +73,8 @@ def persist_turn(
     """
     usage = response.usage
     details = MessageDetails.from_response(response, latency_ms=latency_ms)
-    priced = price_call(run=run, usage=usage)
+    priced = price_call(run=run, usage=usage, prices=state.prices)
+    state.prices = priced[0]
     checked: Checked = []
     levels: dict[int, str] = {}
 

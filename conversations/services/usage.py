@@ -1,7 +1,9 @@
 """The usage ledger: one ``ModelCall`` row per provider request, priced when it is recorded.
 
-Prices come from the run's language model at the moment of the call and are
-copied onto the row, so changing a price later never rewrites a past cost.
+Prices come from the run's language model, read once per run (by the tool
+loop with the statement that starts it, or at its first model call when it
+is resumed), and are copied onto each call's row: changing a price applies
+from the next run and never rewrites a past cost.
 A cost is ``None`` (never 0) when a price the call needed is unknown; totals
 count such calls separately.
 
@@ -30,6 +32,7 @@ from conversations.models import LanguageModel, Message, ModelCall, Run
 from .budgets import charge_budgets
 
 __all__ = [
+    "PRICE_FIELDS",
     "Prices",
     "call_cost",
     "current_prices",
@@ -37,6 +40,14 @@ __all__ = [
     "record_failed_call",
     "record_model_call",
 ]
+
+PRICE_FIELDS = (
+    "input_price_per_million",
+    "cached_input_price_per_million",
+    "output_price_per_million",
+    "reasoning_price_per_million",
+)
+"""The language model's price fields, in the order of :class:`Prices`."""
 
 _MILLION = Decimal(1_000_000)
 _COST_PLACES = Decimal("0.000000001")
@@ -57,28 +68,27 @@ class Prices:
     currency: str = "USD"
     """ISO 4217 code of all four."""
 
+    @classmethod
+    def from_fields(cls, values: dict[str, Decimal | None], *, currency: str) -> Prices:
+        """The prices from a language model's :data:`PRICE_FIELDS` values."""
+        return cls(
+            input=values["input_price_per_million"],
+            cached_input=values["cached_input_price_per_million"],
+            output=values["output_price_per_million"],
+            reasoning=values["reasoning_price_per_million"],
+            currency=currency,
+        )
+
 
 def current_prices(*, language_model_id: int | None) -> Prices:
     """The prices a call on that model is charged now (all unknown without a model)."""
     currency = app_settings().CURRENCY
     if language_model_id is None:
         return Prices(currency=currency)
-    row = LanguageModel.objects.filter(pk=language_model_id).values(
-        "input_price_per_million",
-        "cached_input_price_per_million",
-        "output_price_per_million",
-        "reasoning_price_per_million",
-    )
-    values = row.first()
+    values = LanguageModel.objects.filter(pk=language_model_id).values(*PRICE_FIELDS).first()
     if values is None:
         return Prices(currency=currency)
-    return Prices(
-        input=values["input_price_per_million"],
-        cached_input=values["cached_input_price_per_million"],
-        output=values["output_price_per_million"],
-        reasoning=values["reasoning_price_per_million"],
-        currency=currency,
-    )
+    return Prices.from_fields(values, currency=currency)
 
 
 def call_cost(*, usage: Usage, prices: Prices) -> Decimal | None:
@@ -178,10 +188,17 @@ def record_model_call(
     return call
 
 
-def price_call(*, run: Run, usage: Usage) -> tuple[Prices, Decimal | None]:
-    """The prices a call of ``run`` is charged now and what ``usage`` costs at them."""
-    profile = run.profile
-    prices = current_prices(language_model_id=profile.language_model_id if profile else None)
+def price_call(
+    *, run: Run, usage: Usage, prices: Prices | None = None
+) -> tuple[Prices, Decimal | None]:
+    """The prices a call of ``run`` is charged and what ``usage`` costs at them.
+
+    ``prices`` as the run read them already (the tool loop reads them once per
+    run); else the language model's prices now (one query).
+    """
+    if prices is None:
+        profile = run.profile
+        prices = current_prices(language_model_id=profile.language_model_id if profile else None)
     return prices, call_cost(usage=usage, prices=prices)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -118,7 +119,7 @@ def counting(counter: Counter) -> Iterator[None]:
         counter.mark()
 
 
-def counted_turn(user: Any, k: int) -> Counter:
+def counted_turn(user: Any, k: int, profile: Any = None) -> Counter:
     counter = Counter()
 
     def tool_round(round_index: int) -> Callable[..., Any]:
@@ -133,7 +134,7 @@ def counted_turn(user: Any, k: int) -> Counter:
         return scripted_text("done")
 
     provider = ScriptedProvider([*(tool_round(r) for r in range(ROUNDS)), answer])
-    conversation = create_conversation(owner=user, title=f"k={k}")
+    conversation = create_conversation(owner=user, title=f"k={k}", profile=profile)
     with counting(counter):
         run = run_tool_loop(
             conversation=conversation,
@@ -170,6 +171,25 @@ def test_starting_and_finishing_a_turn_cost_a_bounded_number_of_statements(user,
 def test_the_costs_do_not_depend_on_k(user, echo_tool):
     one, twenty = counted_turn(user, 1), counted_turn(user, 20)
     assert one.marks == twenty.marks
+
+
+def test_a_profile_with_prices_costs_no_statement_more(user, echo_tool, profile):
+    """The prices are read with the run's start, once: no round reads them again."""
+    model = profile.language_model
+    model.input_price_per_million = model.output_price_per_million = Decimal("1.5")
+    model.save()
+    profile.system_prompt, profile.max_iterations = "", ROUNDS + 1
+    profile.save()
+    counter = counted_turn(user, 20, profile=profile)
+    rounds = [counter.between(i, i + 1) for i in range(1, ROUNDS + 1)]
+    assert rounds == [(ROUND_STATEMENTS, ROUND_COMMITS)] * ROUNDS
+    assert counter.between(ROUNDS + 1, ROUNDS + 2)[0] <= FINISH_STATEMENTS
+    run = Run.objects.get()
+    # The scripted model reports no tokens: priced calls that cost nothing, none unpriced.
+    assert run.cost == 0 and run.unpriced_calls == 0
+    assert set(ModelCall.objects.values_list("input_price_per_million", flat=True)) == {
+        Decimal("1.5")
+    }
 
 
 def test_a_lean_turn_stores_what_the_loop_always_stored(user, echo_tool):

@@ -137,7 +137,7 @@ def test_every_call_of_a_run_is_recorded_with_its_message_and_cost(
 
 
 @pytest.mark.django_db
-def test_a_price_change_between_two_calls_never_rewrites_the_first(
+def test_a_price_change_applies_from_the_next_run_and_never_rewrites_a_cost(
     demo_conversation, priced, adder
 ):
     from conversations.domain import ToolCall
@@ -159,14 +159,20 @@ def test_a_price_change_between_two_calls_never_rewrites_the_first(
     )
     run = run_tool_loop(conversation=demo_conversation, content="1+2?", provider=provider)
     first, second = ModelCall.objects.filter(run=run).order_by("started_at", "pk")
+    # Every call of a run is charged at the prices read when it started.
     assert (first.input_price_per_million, first.cost) == (D("2"), D("2"))
-    assert (second.input_price_per_million, second.cost) == (D("4"), D("4"))
+    assert (second.input_price_per_million, second.cost) == (D("2"), D("2"))
+    provider = ScriptedProvider([scripted_text("4", usage=Usage(prompt_tokens=1_000_000))])
+    later = run_tool_loop(conversation=demo_conversation, content="2+2?", provider=provider)
+    (third,) = ModelCall.objects.filter(run=later)
+    assert (third.input_price_per_million, third.cost) == (D("4"), D("4"))
     priced.input_price_per_million = D("100")
     priced.save()
     first.refresh_from_db()
     assert first.cost == D("2")
     run.refresh_from_db()
-    assert run.cost == D("6")
+    later.refresh_from_db()
+    assert (run.cost, later.cost) == (D("4"), D("4"))
 
 
 @pytest.mark.django_db
