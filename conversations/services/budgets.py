@@ -23,12 +23,14 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from conversations import signals
 from conversations.exceptions import BudgetExceeded
 from conversations.models import Budget, BudgetCounter, Profile, Run
+
+from .hot_path import charge_counters
 
 __all__ = [
     "BudgetStatus",
@@ -85,20 +87,25 @@ def _refusal(budget: Budget, now: datetime) -> BudgetExceeded:
     )
 
 
-def _counters(budgets: list[Budget], now: datetime, *, lock: bool) -> list[BudgetCounter]:
-    """The current period's counter of each budget (created when missing), in budget order."""
+def _locked_counters(budgets: list[Budget], now: datetime) -> list[BudgetCounter]:
+    """The current period's counter of each budget, locked, in budget order.
+
+    Counters are created (and then read again) only when one is missing: the
+    first call of a period.
+    """
     starts = {budget.pk: period_bounds(period=budget.period, at=now)[0] for budget in budgets}
+    match = Q()
+    for pk, start in starts.items():
+        match |= Q(budget_id=pk, period_start=start)
+    counters = BudgetCounter.objects.filter(match).order_by("budget_id").select_for_update()
+    found = list(counters)
+    if len(found) == len(starts):
+        return found
     BudgetCounter.objects.bulk_create(
         [BudgetCounter(budget_id=pk, period_start=start) for pk, start in starts.items()],
         ignore_conflicts=True,
     )
-    match = Q()
-    for pk, start in starts.items():
-        match |= Q(budget_id=pk, period_start=start)
-    counters = BudgetCounter.objects.filter(match).order_by("budget_id")
-    if lock:
-        counters = counters.select_for_update()
-    return list(counters)
+    return list(counters.all())
 
 
 def check_budgets(*, run: Run, now: datetime | None = None) -> datetime:
@@ -124,7 +131,7 @@ def budget_check(*, run: Run, now: datetime | None = None) -> tuple[datetime, bo
     with transaction.atomic():
         moment = now or timezone.now()
         by_pk = {budget.pk: budget for budget in budgets}
-        for counter in _counters(budgets, moment, lock=True):
+        for counter in _locked_counters(budgets, moment):
             budget = by_pk[counter.budget_id]
             if _exhausted(budget, counter):
                 raise _refusal(budget, moment)
@@ -161,9 +168,10 @@ def charge_budgets(
     if not budgets:
         return
     now = timezone.now()
-    counters = _counters(budgets, now, lock=False)
-    BudgetCounter.objects.filter(pk__in=[c.pk for c in counters]).update(
-        tokens=F("tokens") + tokens, cost=F("cost") + (cost or Decimal(0)), calls=F("calls") + 1
+    charge_counters(
+        [(budget.pk, period_bounds(period=budget.period, at=now)[0]) for budget in budgets],
+        tokens=tokens,
+        cost=cost or Decimal(0),
     )
     for budget in budgets:
         if budget.action != Budget.Action.WARN:

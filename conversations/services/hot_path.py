@@ -33,6 +33,10 @@ it. They are written here, once, for both databases:
 - :func:`update_call_states`: every call's status, error and times in one
   ``UPDATE ... FROM (VALUES ...)``, where ``bulk_update`` would build one
   ``CASE`` per field and row.
+- :func:`charge_counters`: a recorded call added to the current period's
+  counter of each budget covering it, the counter created when missing, in
+  one ``INSERT ... ON CONFLICT DO UPDATE`` (the ORM would create the missing
+  counters, read them back and update them: three statements).
 
 Only placeholders and our own table names go into the SQL text. The values
 are the ones the ORM would write (datetimes through
@@ -59,6 +63,7 @@ from conversations.exceptions import RunFencedOut
 from conversations.models import (
     ApprovalPolicy,
     Budget,
+    BudgetCounter,
     Conversation,
     LanguageModel,
     Run,
@@ -67,11 +72,12 @@ from conversations.models import (
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import ToolSettings
 
-from .usage import PRICE_FIELDS, Prices
+from .prices import PRICE_FIELDS, Prices
 
 __all__ = [
     "Held",
     "Opened",
+    "charge_counters",
     "charge_run",
     "hold_for_results",
     "open_turn",
@@ -341,5 +347,37 @@ def update_call_states(rows: Sequence[ToolCallRow]) -> None:
             f"started_at = v.column4, finished_at = v.column5 "
             f"FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v "
             f"WHERE {table}.id = v.column1",
+            params,
+        )
+
+
+def charge_counters(
+    counters: Sequence[tuple[Any, datetime]], *, tokens: int, cost: Decimal
+) -> None:
+    """Add one call (``tokens``, ``cost``) to each ``(budget id, period start)`` counter.
+
+    A missing counter is created with the call as its first; concurrent
+    charges of one counter add up (the upsert takes the row's lock). The sum
+    is cast to ``NUMERIC`` as the ORM casts a decimal sum on SQLite.
+    """
+    if not counters:
+        return
+    table = _table(BudgetCounter)
+    params: list[Any] = []
+    for budget_id, period_start in counters:
+        params += [
+            _pk(Budget, budget_id),
+            connection.ops.adapt_datetimefield_value(period_start),
+            tokens,
+            cost,
+        ]
+    rows = ", ".join(["(%s, %s, %s, CAST(%s AS NUMERIC), 1)"] * len(counters))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (budget_id, period_start, tokens, cost, calls) VALUES {rows}"
+            " ON CONFLICT (budget_id, period_start) DO UPDATE SET"
+            f" tokens = {table}.tokens + excluded.tokens,"
+            f" cost = CAST({table}.cost + excluded.cost AS NUMERIC),"
+            f" calls = {table}.calls + 1",
             params,
         )

@@ -17,7 +17,6 @@ exactly once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -30,6 +29,7 @@ from conversations.domain import Usage
 from conversations.models import LanguageModel, Message, ModelCall, Run
 
 from .budgets import charge_budgets
+from .prices import PRICE_FIELDS, Prices
 
 __all__ = [
     "PRICE_FIELDS",
@@ -41,43 +41,8 @@ __all__ = [
     "record_model_call",
 ]
 
-PRICE_FIELDS = (
-    "input_price_per_million",
-    "cached_input_price_per_million",
-    "output_price_per_million",
-    "reasoning_price_per_million",
-)
-"""The language model's price fields, in the order of :class:`Prices`."""
-
 _MILLION = Decimal(1_000_000)
 _COST_PLACES = Decimal("0.000000001")
-
-
-@dataclass(frozen=True, slots=True)
-class Prices:
-    """Prices per million tokens, as stored on a language model (``None``: unknown)."""
-
-    input: Decimal | None = None
-    """Uncached prompt tokens."""
-    cached_input: Decimal | None = None
-    """Prompt tokens served from the provider's cache (blank: ``input``)."""
-    output: Decimal | None = None
-    """Completion tokens that are not reasoning."""
-    reasoning: Decimal | None = None
-    """Reasoning tokens (blank: ``output``)."""
-    currency: str = "USD"
-    """ISO 4217 code of all four."""
-
-    @classmethod
-    def from_fields(cls, values: dict[str, Decimal | None], *, currency: str) -> Prices:
-        """The prices from a language model's :data:`PRICE_FIELDS` values."""
-        return cls(
-            input=values["input_price_per_million"],
-            cached_input=values["cached_input_price_per_million"],
-            output=values["output_price_per_million"],
-            reasoning=values["reasoning_price_per_million"],
-            currency=currency,
-        )
 
 
 def current_prices(*, language_model_id: int | None) -> Prices:

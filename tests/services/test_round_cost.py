@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from conversations.models import Message, ModelCall, Run, ToolCall
+from conversations.models import Budget, BudgetCounter, Message, ModelCall, Run, ToolCall
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import create_conversation, run_tool_loop, runs
 from conversations.tools import registry, tool
@@ -46,6 +46,9 @@ START_COMMITS = 1
 """The default profile, the run inserted claimed, the conversation bumped (budgets and tool
 settings read back), the history, the user message, the MCP tools (docs/adr/0013-lean-round.md)."""
 FINISH_STATEMENTS = 6
+BUDGETED_ROUND_STATEMENTS = ROUND_STATEMENTS + 4
+"""With a blocking budget: the budgets and their counters (locked) read before the model call,
+the budgets read again and the counters charged (one upsert) with the call's ledger row."""
 WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 
 
@@ -190,6 +193,18 @@ def test_a_profile_with_prices_costs_no_statement_more(user, echo_tool, profile)
     assert set(ModelCall.objects.values_list("input_price_per_million", flat=True)) == {
         Decimal("1.5")
     }
+
+
+@pytest.mark.parametrize("k", [1, 20])
+def test_a_budget_adds_four_statements_and_no_commit_to_a_round(user, echo_tool, k):
+    Budget.objects.create(
+        name="daily", scope=Budget.Scope.USER, user=user, period="day", token_limit=10**9
+    )
+    counter = counted_turn(user, k)
+    rounds = [counter.between(i, i + 1) for i in range(1, ROUNDS + 1)]
+    assert rounds == [(BUDGETED_ROUND_STATEMENTS, ROUND_COMMITS)] * ROUNDS
+    (daily,) = BudgetCounter.objects.all()
+    assert daily.calls == ROUNDS + 1  # every model call charged, the counter made by the first
 
 
 def test_a_lean_turn_stores_what_the_loop_always_stored(user, echo_tool):
