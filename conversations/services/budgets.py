@@ -16,6 +16,7 @@ never ends.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -118,16 +119,18 @@ def check_budgets(*, run: Run, now: datetime | None = None) -> datetime:
     return budget_check(run=run, now=now)[0]
 
 
-def budget_check(*, run: Run, now: datetime | None = None) -> tuple[datetime, bool]:
-    """:func:`check_budgets`, and whether any budget (block or warn) covers the run at all.
+def budget_check(*, run: Run, now: datetime | None = None) -> tuple[datetime, list[Budget]]:
+    """:func:`check_budgets`, and the budgets (block or warn) that cover the run.
 
-    The tool loop skips reading budgets for a call when none covered the
-    previous one and none has been added since (see ``hot_path``).
+    The call is charged to those budgets when it is recorded (see
+    :func:`charge_budgets`). The tool loop skips reading budgets for a call
+    when none covered the previous one and none has been added since (see
+    ``hot_path``).
     """
     covering = applicable_budgets(user_id=run.conversation.owner_id, profile_id=run.profile_id)
     budgets = [budget for budget in covering if budget.action == Budget.Action.BLOCK]
     if not budgets:
-        return timezone.now(), bool(covering)
+        return timezone.now(), covering
     with transaction.atomic():
         moment = now or timezone.now()
         by_pk = {budget.pk: budget for budget in budgets}
@@ -135,7 +138,7 @@ def budget_check(*, run: Run, now: datetime | None = None) -> tuple[datetime, bo
             budget = by_pk[counter.budget_id]
             if _exhausted(budget, counter):
                 raise _refusal(budget, moment)
-        return timezone.now(), True
+        return timezone.now(), covering
 
 
 def ensure_within_budgets(*, user: Any, profile: Profile | None) -> None:
@@ -156,15 +159,24 @@ def ensure_within_budgets(*, user: Any, profile: Profile | None) -> None:
 
 
 def charge_budgets(
-    *, user_id: Any, profile_id: int | None, tokens: int, cost: Decimal | None, run: Run
+    *,
+    user_id: Any,
+    profile_id: int | None,
+    tokens: int,
+    cost: Decimal | None,
+    run: Run,
+    budgets: Sequence[Budget] | None = None,
 ) -> None:
     """Add one recorded call to the counters of every budget covering it.
 
-    Call inside the transaction that inserts the ``ModelCall``. A ``warn``
-    budget that this call brings to its limit gets ``budget_warning`` sent once
-    per period, after the transaction commits.
+    ``budgets``: the ones the call was checked against before it started
+    (:func:`budget_check`); else those covering it now are read. Call inside
+    the transaction that inserts the ``ModelCall``. A ``warn`` budget that this
+    call brings to its limit gets ``budget_warning`` sent once per period,
+    after the transaction commits.
     """
-    budgets = applicable_budgets(user_id=user_id, profile_id=profile_id)
+    if budgets is None:
+        budgets = applicable_budgets(user_id=user_id, profile_id=profile_id)
     if not budgets:
         return
     now = timezone.now()

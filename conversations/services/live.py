@@ -46,7 +46,7 @@ from conversations.domain import (
     ToolSpec,
 )
 from conversations.exceptions import ConversationsError, ProviderResponseError, RunCancelled
-from conversations.models import Run
+from conversations.models import Budget, Run
 from conversations.providers.base import ChatProvider
 from conversations.providers.boundary import check_response
 from conversations.providers.options import CompletionOptions
@@ -263,6 +263,8 @@ class Asked:
     """``response`` is the text received before a cancellation cut the stream."""
     budgets_apply: bool = True
     """Whether any budget covered the request (then it is charged to them)."""
+    budgets: Sequence[Budget] = ()
+    """The budgets that covered it, as the check before it read them."""
 
 
 def ask(
@@ -283,10 +285,11 @@ def ask(
     recorded as a failed request and raised. ``budgets_apply=False``: the
     caller has just read that no budget covers the run, so none is checked.
     """
-    if budgets_apply is False:
-        started_at, covered = timezone.now(), False
+    covering: Sequence[Budget] = ()
+    if budgets_apply is not False:
+        started_at, covering = budget_check(run=run)
     else:
-        started_at, covered = budget_check(run=run)
+        started_at = timezone.now()
     started = time.monotonic()
     name = getattr(provider, "provider_name", "provider")
     first_delta_ms: int | None = None
@@ -318,7 +321,9 @@ def ask(
         record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
         raise
     latency_ms = int((time.monotonic() - started) * 1000)
-    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, covered)
+    return Asked(
+        response, started_at, latency_ms, first_delta_ms, cancelled, bool(covering), covering
+    )
 
 
 def _open_stream(

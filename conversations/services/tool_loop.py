@@ -365,6 +365,7 @@ def _answer(
         needs_approval=request.approvals,
         state=state,
         first_delta_ms=asked.first_delta_ms,
+        budgets=asked.budgets,
     )
     live.stored()
     if asked.cancelled:

@@ -7,7 +7,7 @@ makes after each model call, and the little it remembers between rounds
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.domain import ChatMessage, CompletionResponse
-from conversations.models import Run, ToolApproval
+from conversations.models import Budget, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import TranscriptTail
 from conversations.tools import Tool
@@ -56,6 +56,7 @@ def persist_turn(
     needs_approval: Mapping[str, str],
     state: TurnState,
     first_delta_ms: int | None = None,
+    budgets: Sequence[Budget] | None = None,
 ) -> tuple[Checked, list[ToolApproval]]:
     """Store the assistant turn (``turn``: ``response`` as a message), its calls and the run's
     counters in one transaction.
@@ -68,8 +69,10 @@ def persist_turn(
     again (they may have had side effects). When any of them needs approval,
     the whole turn is held instead: no call runs.
 
-    The statements: the run's counters (which also fence the run), the
-    conversation's ``updated_at``, the message, its calls, the ledger row.
+    ``budgets``: those the request was checked against (it is charged to
+    them; ``None``: those covering it now, unless ``state`` knows there are none). The statements: the run's counters (which also fence the run), the
+    conversation's ``updated_at``, the message, its calls, the budgets'
+    counters (when ``budgets``), the ledger row.
     """
     usage = response.usage
     details = MessageDetails.from_response(response, latency_ms=latency_ms)
@@ -108,7 +111,8 @@ def persist_turn(
             time_to_first_token_ms=first_delta_ms,
             priced=priced,
             run_charged=True,
-            budgets_apply=state.budgets_apply is not False,
+            budgets_apply=state.budgets_apply is not False if budgets is None else bool(budgets),
+            budgets=budgets,
         )
         # Only calls that could run need a decision; refused ones are answered on resume.
         runnable = [row for row, rejection in checked if rejection is None]

@@ -17,6 +17,7 @@ exactly once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 
@@ -26,7 +27,7 @@ from django.db.models.functions import Coalesce
 
 from conversations.conf import app_settings
 from conversations.domain import Usage
-from conversations.models import LanguageModel, Message, ModelCall, Run
+from conversations.models import Budget, LanguageModel, Message, ModelCall, Run
 
 from .budgets import charge_budgets
 from .prices import PRICE_FIELDS, Prices
@@ -89,6 +90,7 @@ def record_model_call(
     priced: tuple[Prices, Decimal | None] | None = None,
     run_charged: bool = False,
     budgets_apply: bool = True,
+    budgets: Sequence[Budget] | None = None,
 ) -> ModelCall:
     """Insert the ledger row of one provider request and charge the run and its budgets.
 
@@ -100,7 +102,8 @@ def record_model_call(
     The tool loop, which writes the run's counters in a statement of its own,
     passes what :func:`price_call` returned as ``priced`` and
     ``run_charged=True``; ``budgets_apply=False`` when it knows no budget
-    covers the call (none is then read).
+    covers the call (none is then read), else ``budgets`` when it knows which
+    do (those the call was checked against).
     """
     profile = run.profile
     prices, cost = priced if priced is not None else price_call(run=run, usage=usage)
@@ -115,6 +118,7 @@ def record_model_call(
                 tokens=usage.prompt_tokens + usage.completion_tokens,
                 cost=cost,
                 run=run,
+                budgets=budgets,
             )
         call = ModelCall.objects.create(
             run=run,

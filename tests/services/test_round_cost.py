@@ -46,9 +46,9 @@ START_COMMITS = 1
 """The default profile, the run inserted claimed, the conversation bumped (budgets and tool
 settings read back), the history, the user message, the MCP tools (docs/adr/0013-lean-round.md)."""
 FINISH_STATEMENTS = 6
-BUDGETED_ROUND_STATEMENTS = ROUND_STATEMENTS + 4
+BUDGETED_ROUND_STATEMENTS = ROUND_STATEMENTS + 3
 """With a blocking budget: the budgets and their counters (locked) read before the model call,
-the budgets read again and the counters charged (one upsert) with the call's ledger row."""
+then those budgets' counters charged (one upsert) with the call's ledger row."""
 WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 
 
@@ -196,7 +196,7 @@ def test_a_profile_with_prices_costs_no_statement_more(user, echo_tool, profile)
 
 
 @pytest.mark.parametrize("k", [1, 20])
-def test_a_budget_adds_four_statements_and_no_commit_to_a_round(user, echo_tool, k):
+def test_a_budget_adds_three_statements_and_no_commit_to_a_round(user, echo_tool, k):
     Budget.objects.create(
         name="daily", scope=Budget.Scope.USER, user=user, period="day", token_limit=10**9
     )
