@@ -6,9 +6,11 @@ of the calls an assistant message makes.
 
 - PostgreSQL: a ``tsvector`` column ``conversations_message.search_vector``
   (not a model field: only the database writes it), GIN-indexed, computed by
-  a ``BEFORE INSERT OR UPDATE`` trigger on messages and refreshed by an
-  ``AFTER INSERT OR UPDATE`` trigger on tool calls (calls are stored after
-  their message). The text search configuration is
+  a ``BEFORE INSERT OR UPDATE`` trigger on messages and refreshed by
+  triggers on tool calls (calls are stored after their message): once per
+  ``INSERT`` statement for each message it gave calls (a turn's k calls are
+  one statement: the message is rewritten once, not k times), and row by row
+  when a call's name or arguments change. The text search configuration is
   ``CONVERSATIONS["SEARCH_CONFIG"]`` as it was when the function was
   installed; :func:`rebuild_search_index` installs it again with the current
   one and recomputes every row.
@@ -44,7 +46,11 @@ __all__ = [
     "remove_search_index",
 ]
 
-POSTGRES_SEARCH_TRIGGERS: Final = ("conversations_message_search", "conversations_toolcall_search")
+POSTGRES_SEARCH_TRIGGERS: Final = (
+    "conversations_message_search",
+    "conversations_toolcall_search",
+    "conversations_toolcall_search_insert",
+)
 POSTGRES_SEARCH_FUNCTIONS: Final = (*POSTGRES_SEARCH_TRIGGERS, "conversations_search_document")
 SQLITE_SEARCH_TRIGGERS: Final = (
     "conversations_message_search_insert",
@@ -90,6 +96,20 @@ _POSTGRES_TRIGGER_FUNCTIONS: Final = [
     "       SET search_vector = conversations_search_document(m.content, m.tool_call_id, m.id)\n"
     "     WHERE m.id = NEW.message_id;\n"
     "    RETURN NULL;\nEND\n$$;",
+    # The calls of one INSERT statement, whatever their number: each message
+    # once (a turn's calls are one statement for one message). One primary key
+    # lookup per message, planned with the message's id: a single UPDATE joined
+    # to the transition table could keep a plan made for another size.
+    "CREATE OR REPLACE FUNCTION conversations_toolcall_search_insert() RETURNS trigger"
+    " LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$\n"
+    "DECLARE\n    message bigint;\nBEGIN\n"
+    "    FOR message IN SELECT DISTINCT message_id FROM new_calls LOOP\n"
+    "        UPDATE conversations_message m\n"
+    "           SET search_vector = conversations_search_document("
+    "m.content, m.tool_call_id, m.id)\n"
+    "         WHERE m.id = message;\n"
+    "    END LOOP;\n"
+    "    RETURN NULL;\nEND\n$$;",
 ]
 
 
@@ -99,9 +119,14 @@ _POSTGRES_TRIGGER_SQL: Final = [
     "CREATE TRIGGER conversations_message_search"
     " BEFORE INSERT OR UPDATE OF content, tool_call_id ON conversations_message"
     " FOR EACH ROW EXECUTE FUNCTION conversations_message_search();",
+    "DROP TRIGGER IF EXISTS conversations_toolcall_search_insert ON conversations_toolcall;",
+    # A transition table cannot go with a column list: updates stay row by row (rare).
     "CREATE TRIGGER conversations_toolcall_search"
-    " AFTER INSERT OR UPDATE OF name, arguments ON conversations_toolcall"
+    " AFTER UPDATE OF name, arguments ON conversations_toolcall"
     " FOR EACH ROW EXECUTE FUNCTION conversations_toolcall_search();",
+    "CREATE TRIGGER conversations_toolcall_search_insert"
+    " AFTER INSERT ON conversations_toolcall REFERENCING NEW TABLE AS new_calls"
+    " FOR EACH STATEMENT EXECUTE FUNCTION conversations_toolcall_search_insert();",
 ]
 
 _POSTGRES_REFRESH: Final = (
@@ -232,6 +257,10 @@ def remove_search_index(conn: BaseDatabaseWrapper) -> None:
             )
             cursor.execute(
                 "DROP TRIGGER IF EXISTS conversations_toolcall_search ON conversations_toolcall"
+            )
+            cursor.execute(
+                "DROP TRIGGER IF EXISTS conversations_toolcall_search_insert"
+                " ON conversations_toolcall"
             )
             for name in POSTGRES_SEARCH_TRIGGERS:
                 cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")

@@ -103,6 +103,26 @@ def test_every_call_of_a_turn_finds_its_message_as_a_rebuild_does(api, demo_conv
     assert found() == [[1]] * len(words)
 
 
+@pytest.mark.postgres
+def test_postgres_rewrites_a_turns_message_once_for_all_its_calls(demo_conversation):
+    # A turn's calls are one INSERT: the message's document is written once, not once per call.
+    append_messages(conversation=demo_conversation, messages=[ChatMessage.user("Survey.")])
+    before = _message_updates()
+    calls = [ToolCall(id=f"c{i}", name="probe", arguments={"n": i}) for i in range(20)]
+    append_messages(
+        conversation=demo_conversation, messages=[ChatMessage.assistant_tool_calls(calls)]
+    )
+    assert _message_updates() - before == 1
+
+
+def _message_updates() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'conversations_message'"
+        )
+        return int(cursor.fetchone()[0])
+
+
 def test_argument_keys_are_not_searched(api, talk):
     assert _found(api, q="ticker")["results"] == []
 
