@@ -268,12 +268,13 @@ def test_the_queries_of_a_run_do_not_grow_with_the_number_of_budgets(demo_conver
         assert run.status == Run.Status.COMPLETED
         return len(captured)
 
-    Budget.objects.create(name="b0", scope="user", user=user, period="day", token_limit=10**9)
+    # Total budgets: a period that never ends, so no counter is created between two runs.
+    Budget.objects.create(name="b0", scope="user", user=user, period="total", token_limit=10**9)
     queries_of_one_run()  # the counters exist from now on
     one = queries_of_one_run()
     for n in range(1, 5):
         Budget.objects.create(
-            name=f"b{n}", scope="global", period="month", cost_limit=Decimal(10**6)
+            name=f"b{n}", scope="global", period="total", cost_limit=Decimal(10**6)
         )
     queries_of_one_run()
     assert queries_of_one_run() == one

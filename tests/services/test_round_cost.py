@@ -197,14 +197,15 @@ def test_a_profile_with_prices_costs_no_statement_more(user, echo_tool, profile)
 
 @pytest.mark.parametrize("k", [1, 20])
 def test_a_budget_adds_three_statements_and_no_commit_to_a_round(user, echo_tool, k):
+    # A total budget: one period, so no counter is created mid-turn at midnight.
     Budget.objects.create(
-        name="daily", scope=Budget.Scope.USER, user=user, period="day", token_limit=10**9
+        name="overall", scope=Budget.Scope.USER, user=user, period="total", token_limit=10**9
     )
     counter = counted_turn(user, k)
     rounds = [counter.between(i, i + 1) for i in range(1, ROUNDS + 1)]
     assert rounds == [(BUDGETED_ROUND_STATEMENTS, ROUND_COMMITS)] * ROUNDS
-    (daily,) = BudgetCounter.objects.all()
-    assert daily.calls == ROUNDS + 1  # every model call charged, the counter made by the first
+    (overall,) = BudgetCounter.objects.all()
+    assert overall.calls == ROUNDS + 1  # every model call charged, the counter made by the first
 
 
 def test_a_lean_turn_stores_what_the_loop_always_stored(user, echo_tool):
