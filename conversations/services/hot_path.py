@@ -357,27 +357,31 @@ def charge_counters(
     """Add one call (``tokens``, ``cost``) to each ``(budget id, period start)`` counter.
 
     A missing counter is created with the call as its first; concurrent
-    charges of one counter add up (the upsert takes the row's lock). The sum
-    is cast to ``NUMERIC`` as the ORM casts a decimal sum on SQLite.
+    charges of one counter add up (the upsert takes the row's lock). A budget
+    deleted since its id was read is skipped. The sum is cast to ``NUMERIC``
+    as the ORM casts a decimal sum on SQLite.
     """
     if not counters:
         return
-    table = _table(BudgetCounter)
+    table, budget_table = _table(BudgetCounter), _table(Budget)
+    cast = "::timestamptz" if connection.vendor == "postgresql" else ""
     params: list[Any] = []
     for budget_id, period_start in counters:
         params += [
             _pk(Budget, budget_id),
             connection.ops.adapt_datetimefield_value(period_start),
-            tokens,
-            cost,
         ]
-    rows = ", ".join(["(%s, %s, %s, CAST(%s AS NUMERIC), 1)"] * len(counters))
+    rows = ", ".join([f"(%s, %s{cast})"] * len(counters))
     with connection.cursor() as cursor:
+        # SQLite needs the WHERE to tell the SELECT's end from the upsert clause.
         cursor.execute(
-            f"INSERT INTO {table} (budget_id, period_start, tokens, cost, calls) VALUES {rows}"
+            f"INSERT INTO {table} (budget_id, period_start, tokens, cost, calls)"
+            " SELECT v.column1, v.column2, %s, CAST(%s AS NUMERIC), 1"
+            f" FROM (VALUES {rows}) AS v"
+            f" WHERE EXISTS (SELECT 1 FROM {budget_table} b WHERE b.id = v.column1)"
             " ON CONFLICT (budget_id, period_start) DO UPDATE SET"
             f" tokens = {table}.tokens + excluded.tokens,"
             f" cost = CAST({table}.cost + excluded.cost AS NUMERIC),"
             f" calls = {table}.calls + 1",
-            params,
+            [tokens, cost, *params],
         )

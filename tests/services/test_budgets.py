@@ -174,6 +174,27 @@ def test_a_warn_budget_signals_once_per_period_and_never_blocks(
 
 
 @pytest.mark.django_db
+def test_a_budget_deleted_during_a_model_call_is_not_charged_and_the_run_goes_on(
+    demo_conversation, user
+):
+    kept = Budget.objects.create(name="kept", scope="user", user=user, period="day", token_limit=99)
+    gone = Budget.objects.create(name="gone", scope="global", period="day", token_limit=99)
+
+    def answer(messages, tools, options):
+        # An admin deletes a budget the call was checked against, while it runs.
+        Budget.objects.filter(pk=gone.pk).delete()
+        return scripted_text("ok", usage=Usage(prompt_tokens=3, completion_tokens=2))
+
+    run = run_tool_loop(
+        conversation=demo_conversation, content="hi", provider=ScriptedProvider([answer])
+    )
+    assert run.status == Run.Status.COMPLETED
+    (counter,) = BudgetCounter.objects.all()
+    assert (counter.budget_id, counter.tokens, counter.calls) == (kept.pk, 5, 1)
+    assert ModelCall.objects.get(run=run).prompt_tokens == 3
+
+
+@pytest.mark.django_db
 def test_inactive_budgets_do_not_count(demo_conversation, user):
     Budget.objects.create(
         name="off", scope="user", user=user, period="day", token_limit=1, is_active=False
