@@ -65,25 +65,29 @@ def wait_for_background_runs():
 # the one database lock, which makes such a test unreliable there.
 @pytest.fixture
 def streams_after_subscribing(monkeypatch):
-    """The demo model starts streaming only once the response has subscribed to the run.
+    """The demo model starts streaming only once the response is following the run live.
 
     Deltas are published, never stored: on a busy machine the whole run could
-    end before the response subscribes, and then there are none to relay. The
-    gate makes the test about relaying them, not about the race.
+    end before the response subscribes, and then there are none to relay. And
+    a delta published after the subscription but before the response has read
+    the in-flight snapshot reaches the client inside that snapshot (an
+    ``inflight`` event), not as a delta. So the gate opens when the response
+    has read the snapshot: from then on every delta is relayed as one. The
+    test is about relaying deltas, not about the race.
     """
-    subscribed = threading.Event()
-    subscribe, stream = events.subscribe, DemoProvider.stream
+    following = threading.Event()
+    inflight, stream = events.inflight, DemoProvider.stream
 
-    def subscribing(*args, **kwargs):
-        subscription = subscribe(*args, **kwargs)
-        subscribed.set()
-        return subscription
+    def reading_the_snapshot(*args, **kwargs):
+        snapshot = inflight(*args, **kwargs)
+        following.set()
+        return snapshot
 
     def gated(self, *args, **kwargs):
-        assert subscribed.wait(20), "the response never subscribed to the run"
+        assert following.wait(20), "the response never read the run's in-flight snapshot"
         yield from stream(self, *args, **kwargs)
 
-    monkeypatch.setattr(events, "subscribe", subscribing)
+    monkeypatch.setattr(events, "inflight", reading_the_snapshot)
     monkeypatch.setattr(DemoProvider, "stream", gated)
 
 
