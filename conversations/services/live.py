@@ -261,10 +261,13 @@ class Asked:
     """Milliseconds to the first delta of a streamed answer (``None``: not streamed)."""
     cancelled: bool
     """``response`` is the text received before a cancellation cut the stream."""
-    budgets_apply: bool = True
-    """Whether any budget covered the request (then it is charged to them)."""
     budgets: Sequence[Budget] = ()
-    """The budgets that covered it, as the check before it read them."""
+    """The budgets that covered it, as the check before it read them (it is charged to them)."""
+
+    @property
+    def budgets_apply(self) -> bool:
+        """Whether any budget covered the request."""
+        return bool(self.budgets)
 
 
 def ask(
@@ -321,9 +324,7 @@ def ask(
         record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
         raise
     latency_ms = int((time.monotonic() - started) * 1000)
-    return Asked(
-        response, started_at, latency_ms, first_delta_ms, cancelled, bool(covering), covering
-    )
+    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, covering)
 
 
 def _open_stream(

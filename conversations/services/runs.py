@@ -45,9 +45,9 @@ from conversations.selectors import (
 from .fencing import held_run
 from .hot_path import open_turn
 from .messages import append_after
+from .prices import Prices
 from .recovery import recover_runs
 from .tool_calls import answer_open_calls
-from .usage import Prices
 
 __all__ = [
     "CANCEL_CHECK_INTERVAL",

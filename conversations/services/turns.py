@@ -23,8 +23,9 @@ from conversations.tools import Tool
 from .approvals import hold_turn
 from .hot_path import charge_run
 from .messages import MessageDetails, append_after
+from .prices import Prices
 from .tool_calls import CallOutcome, check_call
-from .usage import Prices, price_call, record_model_call
+from .usage import price_call, record_model_call
 
 __all__ = ["Checked", "TurnState", "mark_running", "persist_turn"]
 
@@ -55,8 +56,8 @@ def persist_turn(
     tools: Mapping[str, Tool],
     needs_approval: Mapping[str, str],
     state: TurnState,
+    budgets: Sequence[Budget],
     first_delta_ms: int | None = None,
-    budgets: Sequence[Budget] | None = None,
 ) -> tuple[Checked, list[ToolApproval]]:
     """Store the assistant turn (``turn``: ``response`` as a message), its calls and the run's
     counters in one transaction.
@@ -69,10 +70,10 @@ def persist_turn(
     again (they may have had side effects). When any of them needs approval,
     the whole turn is held instead: no call runs.
 
-    ``budgets``: those the request was checked against (it is charged to
-    them; ``None``: those covering it now, unless ``state`` knows there are none). The statements: the run's counters (which also fence the run), the
-    conversation's ``updated_at``, the message, its calls, the budgets'
-    counters (when ``budgets``), the ledger row.
+    ``budgets``: those the request was checked against; it is charged to
+    them (empty: none covered it). The statements: the run's counters (which
+    also fence the run), the conversation's ``updated_at``, the message, its
+    calls, the budgets' counters (when ``budgets``), the ledger row.
     """
     usage = response.usage
     details = MessageDetails.from_response(response, latency_ms=latency_ms)
@@ -111,7 +112,6 @@ def persist_turn(
             time_to_first_token_ms=first_delta_ms,
             priced=priced,
             run_charged=True,
-            budgets_apply=state.budgets_apply is not False if budgets is None else bool(budgets),
             budgets=budgets,
         )
         # Only calls that could run need a decision; refused ones are answered on resume.

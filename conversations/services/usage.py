@@ -33,7 +33,6 @@ from .budgets import charge_budgets
 from .prices import PRICE_FIELDS, Prices
 
 __all__ = [
-    "PRICE_FIELDS",
     "Prices",
     "call_cost",
     "current_prices",
@@ -89,7 +88,6 @@ def record_model_call(
     time_to_first_token_ms: int | None = None,
     priced: tuple[Prices, Decimal | None] | None = None,
     run_charged: bool = False,
-    budgets_apply: bool = True,
     budgets: Sequence[Budget] | None = None,
 ) -> ModelCall:
     """Insert the ledger row of one provider request and charge the run and its budgets.
@@ -101,9 +99,9 @@ def record_model_call(
 
     The tool loop, which writes the run's counters in a statement of its own,
     passes what :func:`price_call` returned as ``priced`` and
-    ``run_charged=True``; ``budgets_apply=False`` when it knows no budget
-    covers the call (none is then read), else ``budgets`` when it knows which
-    do (those the call was checked against).
+    ``run_charged=True``, and as ``budgets`` those the call was checked
+    against (empty: none covers it, none is read). ``None``: the budgets
+    covering the call now are read.
     """
     profile = run.profile
     prices, cost = priced if priced is not None else price_call(run=run, usage=usage)
@@ -111,15 +109,14 @@ def record_model_call(
     with transaction.atomic(savepoint=False):
         # Counters first: their row locks order this row's ``recorded_at`` after
         # every check that could not see it, and before every check that can.
-        if budgets_apply:
-            charge_budgets(
-                user_id=user_id,
-                profile_id=run.profile_id,
-                tokens=usage.prompt_tokens + usage.completion_tokens,
-                cost=cost,
-                run=run,
-                budgets=budgets,
-            )
+        charge_budgets(
+            user_id=user_id,
+            profile_id=run.profile_id,
+            tokens=usage.prompt_tokens + usage.completion_tokens,
+            cost=cost,
+            run=run,
+            budgets=budgets,
+        )
         call = ModelCall.objects.create(
             run=run,
             conversation_id=run.conversation_id,
