@@ -145,9 +145,16 @@ window.LLMChatStream = (() => {
 
     /** ``inflight``: the whole answer so far replaces what is shown. */
     replace(snapshot) {
+      const seq = Number(snapshot.seq);
+      if (!this.active && Number.isFinite(seq) && seq <= this.seq) {
+        // Not newer than what was shown, and no answer is streaming: the
+        // snapshot of an answer whose stored turn has already replaced it
+        // (read before the loop forgot it). Showing it would leave a copy.
+        return;
+      }
       this.clear();
       this.build();
-      this.seq = Number(snapshot.seq);
+      this.seq = seq;
       this.appendReasoning(snapshot.reasoning || "");
       this.text.textContent = snapshot.text || "";
       for (const call of snapshot.tool_calls || []) {
