@@ -13,7 +13,10 @@
 
 Subscribing first is what makes this exact: a delta published after the
 snapshot was read is in the subscription, one published before is in the
-snapshot (the loop writes the snapshot before it publishes). Deltas and the
+snapshot (the loop writes the snapshot before it publishes). And the loop
+forgets the snapshot before it commits the answer's turn: a stream that has
+sent a stored turn never reads that answer's snapshot afterwards (the rows
+are read before the snapshot), so no client shows it twice. Deltas and the
 snapshot have no id: ``Last-Event-ID`` only ever names a persisted event, and
 a client that reconnects gets the snapshot again. Should a delta be lost on
 the way (``seq`` skips), the snapshot is read and sent again.

@@ -16,7 +16,7 @@ published afterwards reaches it. Delivery is best effort and live only: an
 event published while nobody listens is gone. What a late or reconnecting
 watcher needs is kept elsewhere: the rows for persisted events, and
 :func:`inflight` for the answer still streaming (the loop keeps its text so
-far in Django's cache until the message is stored). :func:`publish` never
+far in Django's cache until just before the message is stored). :func:`publish` never
 raises: an event that cannot be sent is logged and dropped.
 
 The transport is chosen by ``CONVERSATIONS["EVENTS_URL"]``:

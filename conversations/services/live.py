@@ -205,13 +205,12 @@ class LiveRun:
         self._best_effort(events.set_inflight, self.run_id, snapshot)
         self._best_effort(events.publish, self.run_id, _EVENT_TYPES[type(delta)], data)
 
-    def stored(self) -> None:
-        """The answer is stored: forget its snapshot and wake the watchers."""
-        self.clear()
-        self.changed()
-
     def clear(self) -> None:
-        """Forget the in-flight snapshot (stored, failed or cancelled)."""
+        """Forget the in-flight snapshot (about to be stored, failed or cancelled).
+
+        Before its turn is stored, never after: a watcher reads the rows, then
+        the snapshot, and must not find the snapshot of a turn it has read.
+        """
         self._best_effort(events.clear_inflight, self.run_id)
 
     def changed(self) -> None:

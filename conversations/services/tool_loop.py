@@ -354,6 +354,9 @@ def _answer(
     )
     state.budgets_apply = asked.budgets_apply
     turn = asked.response.to_message()
+    # Forgotten before the turn is committed, never after: a watcher that has read
+    # the stored turn then cannot read its snapshot and show the answer twice.
+    live.clear()
     checked, approvals = persist_turn(
         run,
         asked.response,
@@ -367,7 +370,7 @@ def _answer(
         first_delta_ms=asked.first_delta_ms,
         budgets=asked.budgets,
     )
-    live.stored()
+    live.changed()
     if asked.cancelled:
         raise RunCancelled("the run was cancelled")
     return asked.response, turn, checked, approvals

@@ -1,0 +1,129 @@
+"""An answer's in-flight snapshot never follows its stored turn on the run's event stream.
+
+The loop forgets the snapshot (a cache key) and stores the turn (a commit).
+A stream reads the rows, then the snapshot. Were the snapshot forgotten only
+after the commit, a stream opening in between would send the stored turn and
+then the snapshot of that same answer: a client would show it twice.
+
+The test forces that moment: the cache the loop forgets the snapshot through
+holds the loop right there until the stream has opened.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.core.cache.backends.locmem import LocMemCache
+from django.db import connections
+
+from conversations import events
+from conversations.api.event_stream import RunEventStream
+from conversations.domain import TextDelta
+from conversations.providers.scripted import ScriptedProvider, scripted_stream, scripted_text
+from conversations.services import execute_run
+from conversations.services.runs import start_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WAIT = 30.0
+"""The longest any step waits for the other thread (it never takes that long unless broken)."""
+
+
+class Gate:
+    """Holds the first thread that forgets a snapshot until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        """Whose snapshot: set once the run exists."""
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self.used = False
+        self.lock = threading.Lock()
+
+    def hold(self, key: str) -> None:
+        if not self.run_id or not key.endswith(f"inflight:{self.run_id}"):
+            return
+        with self.lock:
+            first, self.used = not self.used, True
+        if first:
+            self.reached.set()
+            assert self.release.wait(WAIT), "the test never let the loop go on"
+
+
+LOCATION = "stored-answer-snapshot"
+GATES: dict[str, Gate] = {}
+"""The gate of each gated cache, by its location (each thread makes its own cache object)."""
+
+
+class GatedCache(LocMemCache):
+    """Local memory, except that forgetting the run's snapshot waits at the gate."""
+
+    def __init__(self, name: str, params: dict[str, Any]) -> None:
+        super().__init__(name, params)
+        self._location = name
+
+    def delete(self, key: str, version: int | None = None) -> bool:
+        GATES[self._location].hold(key)
+        return super().delete(key, version)
+
+
+class NotifiedOnly(RunEventStream):
+    """Reads the rows when ``changed`` says so, never on a timer (nothing here waits on time)."""
+
+    poll_seconds = 3600.0
+    keepalive_seconds = 3600.0
+
+
+@pytest.fixture
+def gated_cache(settings):
+    gate = GATES[LOCATION] = Gate()
+    settings.CACHES = {"default": {"BACKEND": f"{__name__}.GatedCache", "LOCATION": LOCATION}}
+    yield gate
+    gate.release.set()
+    del GATES[LOCATION]
+
+
+def test_a_stream_opening_while_the_answer_is_stored_never_sends_its_snapshot_after_it(
+    demo_conversation, profile, gated_cache
+):
+    profile.stream = True
+    profile.save(update_fields=["stream"])
+    answer = scripted_stream(
+        TextDelta("It is "), TextDelta("sunny."), scripted_text("It is sunny.")
+    )
+    run = start_run(conversation=demo_conversation, content="Weather?", provider=ScriptedProvider())
+    gated_cache.run_id = str(run.pk)
+    failures: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            execute_run(run=run, provider=ScriptedProvider([answer]))
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    received: list[Any] = []
+    try:
+        assert gated_cache.reached.wait(WAIT), "the loop never forgot the snapshot"
+        assert events.inflight(run.pk) is not None  # the answer has streamed
+        stream = NotifiedOnly(run.pk)
+        batches = stream.follow(stream.poll())
+        received += next(batches)  # what was stored before: run_started
+        received += next(batches)  # the opening: the rows again, then the snapshot
+        gated_cache.release.set()
+        for batch in batches:
+            received += batch
+    finally:
+        gated_cache.release.set()
+        worker.join(WAIT)
+    assert not failures, failures
+    kinds = [event.type for event in received]
+    assert kinds[-1] == "run_finished"
+    stored = kinds.index("assistant_turn")
+    assert "inflight" not in kinds[stored:], kinds
+    assert kinds.count("assistant_turn") == 1
