@@ -106,6 +106,18 @@ def demo_conversation(user, profile):
     return Conversation.objects.create(owner=user, title="Weather talk", profile=profile)
 
 
+@pytest.fixture
+def snapshot_hook(settings):
+    """``when_snapshot_forgotten(run_id, hook)``: act where the loop forgets a run's snapshot."""
+    from tests import snapshot_hook as hooks
+
+    settings.CACHES = {
+        "default": {"BACKEND": "tests.snapshot_hook.SnapshotHookCache", "LOCATION": hooks.LOCATION}
+    }
+    yield hooks.when_snapshot_forgotten
+    hooks.clear_hooks()
+
+
 @dataclass(frozen=True)
 class Broker:
     """The Redis broker of this test session: where its messages go."""

@@ -25,6 +25,7 @@ it. They are written here, once, for both databases:
   the run is held, and the run's heartbeat is left to the heartbeat thread.
 - :func:`charge_run`: a model call's tokens, its cost and a round added to
   the run's counters, and its heartbeat refreshed, fenced, in one ``UPDATE``
+  that returns the run's ``cancel_requested``
   (the ORM writes the same statement, but builds seven ``F()`` expressions
   and a ``Coalesce`` to say it, which cost more than the statement itself).
 - :func:`touch_conversation`: the conversation's ``updated_at`` bumped (which
@@ -226,13 +227,16 @@ _COUNTERS = (
 )
 
 
-def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> None:
-    """Add a model call to the run's counters, refresh its heartbeat: fenced, one ``UPDATE``.
+def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> bool:
+    """Add a model call to the run's counters, refresh its heartbeat: fenced, one ``UPDATE``;
+    return the run's ``cancel_requested`` as that statement left it.
 
     ``rounds`` (0 or 1) is added to ``iterations``; ``cost`` to ``cost``, or
     ``None`` (the price is unknown) counts one more unpriced call. Raises
     :class:`RunFencedOut` (nothing written) when this process no longer holds
-    ``run``. ``run`` is updated in memory to match.
+    ``run``. ``run`` is updated in memory to match. The flag comes back with
+    the ``UPDATE`` (``RETURNING``): the loop learns of a cancellation asked
+    for while the answer streamed without a statement of its own.
     """
     if run.claimed_at is None:
         raise RunFencedOut(f"run {run.pk} is not claimed by this process")
@@ -250,10 +254,13 @@ def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> 
     where, held = _held(run)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {_table(Run)} SET {', '.join(assignments)} WHERE {where}", [*params, *held]
+            f"UPDATE {_table(Run)} SET {', '.join(assignments)} WHERE {where}"
+            " RETURNING cancel_requested",
+            [*params, *held],
         )
-        if cursor.rowcount != 1:
-            raise RunFencedOut(f"run {run.pk} is no longer held by this process")
+        row = cursor.fetchone()
+    if row is None:
+        raise RunFencedOut(f"run {run.pk} is no longer held by this process")
     run.iterations += rounds
     for name, count in zip(_COUNTERS, counts, strict=True):
         setattr(run, name, getattr(run, name) + count)
@@ -262,6 +269,8 @@ def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> 
         run.unpriced_calls += 1
     else:
         run.cost = (run.cost or Decimal(0)) + cost
+    run.cancel_requested = bool(row[0])
+    return run.cancel_requested
 
 
 def hold_for_results(run: Run) -> Held:

@@ -292,7 +292,8 @@ def cancel_run(*, run: Run) -> Run:
     Sets ``cancel_requested`` with one conditional ``UPDATE``, so a run that
     ends meanwhile is never flagged. The process executing the run sees the
     flag before its next provider call and between tools (a tool already
-    running finishes), answers the calls still open as cancelled and ends the
+    running finishes; a turn stored after the flag was set starts none of its
+    calls), answers the calls still open as cancelled and ends the
     run ``cancelled``. A run still waiting in a queue (no process claimed it)
     ends ``cancelled`` at once, and so does a run waiting for approvals: its
     pending approvals are rejected and its held calls answered cancelled.

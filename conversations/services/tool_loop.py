@@ -19,6 +19,9 @@ This is the only loop in the code base. Its guarantees:
   while an answer streams stores the text received so far (finish reason
   ``cancelled``, no calls: those still arriving are dropped, never run) or,
   when no text came, nothing but the ledger row; the run ends ``cancelled``.
+  A cancellation the stream did not see in time is read by the statement
+  that stores the turn: then none of the turn's calls starts (each is
+  answered cancelled) and the run ends ``cancelled``.
 - The calls of a turn run concurrently, each within its timeout (see
   ``tool_runner``); their results are stored together, in the order of the calls.
 
@@ -357,7 +360,7 @@ def _answer(
     # Forgotten before the turn is committed, never after: a watcher that has read
     # the stored turn then cannot read its snapshot and show the answer twice.
     live.clear()
-    checked, approvals = persist_turn(
+    persisted = persist_turn(
         run,
         asked.response,
         turn,
@@ -373,7 +376,11 @@ def _answer(
     live.changed()
     if asked.cancelled:
         raise RunCancelled("the run was cancelled")
-    return asked.response, turn, checked, approvals
+    if persisted.cancel_requested:
+        # Asked for while the answer streamed, too late for the stream to see:
+        # no call of this turn starts; the tool runner answers each as cancelled.
+        watch.read(True)
+    return asked.response, turn, persisted.checked, persisted.approvals
 
 
 def _run_calls(

@@ -27,7 +27,7 @@ from .prices import Prices
 from .tool_calls import CallOutcome, check_call
 from .usage import price_call, record_model_call
 
-__all__ = ["Checked", "TurnState", "mark_running", "persist_turn"]
+__all__ = ["Checked", "Persisted", "TurnState", "mark_running", "persist_turn"]
 
 Checked = list[tuple[ToolCallRow, CallOutcome | None]]
 """Each call of a turn with its rejection (``None`` when it may run)."""
@@ -45,6 +45,18 @@ class TurnState:
     """The language model's prices, read once per run (``None``: not read yet)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Persisted:
+    """What storing a turn decided about its calls."""
+
+    checked: Checked
+    """Each call with its rejection (``None`` when it may run)."""
+    approvals: list[ToolApproval]
+    """The approvals the turn waits for (empty: it was not held)."""
+    cancel_requested: bool
+    """The run was asked to stop before the turn was stored: none of its calls may start."""
+
+
 def persist_turn(
     run: Run,
     response: CompletionResponse,
@@ -58,17 +70,17 @@ def persist_turn(
     state: TurnState,
     budgets: Sequence[Budget],
     first_delta_ms: int | None = None,
-) -> tuple[Checked, list[ToolApproval]]:
+) -> Persisted:
     """Store the assistant turn (``turn``: ``response`` as a message), its calls and the run's
     counters in one transaction.
-
-    Returns each call with its rejection (``None`` when it may run), and the
-    approvals the turn waits for (empty: it was not held).
 
     Calls that will be executed are stored ``running``, before any of them
     starts: after a crash they are answered as interrupted, never executed
     again (they may have had side effects). When any of them needs approval,
-    the whole turn is held instead: no call runs.
+    the whole turn is held instead: no call runs. When the run was asked to
+    stop (read by the statement that charges the run, the transaction's
+    first), its calls are stored as they came, neither running nor held:
+    the loop answers each as cancelled and starts none.
 
     ``budgets``: those the request was checked against; it is charged to
     them (empty: none covered it). The statements: the run's counters (which
@@ -81,19 +93,22 @@ def persist_turn(
     state.prices = priced[0]
     checked: Checked = []
     levels: dict[int, str] = {}
+    cancel_requested = False
 
     def prepare(rows: list[ToolCallRow]) -> None:
         # Checked before they are inserted, so runnable calls go in ``running``.
         checked.extend((row, check_call(row=row, tools=tools)) for row in rows)
         runnable = [row for row, rejection in checked if rejection is None]
-        if any(row.name in needs_approval for row in runnable):
+        if cancel_requested or any(row.name in needs_approval for row in runnable):
             return  # held below, once the rows have their keys
         marked = timezone.now()
         for row in runnable:
             row.status, row.started_at = ToolCallRow.Status.RUNNING, marked
 
     with transaction.atomic():
-        charge_run(run, usage, rounds=1 if counts_as_round else 0, cost=priced[1])
+        cancel_requested = charge_run(
+            run, usage, rounds=1 if counts_as_round else 0, cost=priced[1]
+        )
         (message,) = append_after(
             conversation=run.conversation,
             messages=[turn],
@@ -118,10 +133,10 @@ def persist_turn(
         runnable = [row for row, rejection in checked if rejection is None]
         levels = {r.pk: needs_approval[r.name] for r in runnable if r.name in needs_approval}
         approvals: list[ToolApproval] = []
-        if levels:
+        if levels and not cancel_requested:
             rows = [row for row, _ in checked]
             approvals = hold_turn(run=run, rows=rows, levels=levels)
-    return checked, approvals
+    return Persisted(checked, approvals, cancel_requested)
 
 
 def mark_running(rows: list[ToolCallRow]) -> None:

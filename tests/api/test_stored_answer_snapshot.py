@@ -5,8 +5,8 @@ A stream reads the rows, then the snapshot. Were the snapshot forgotten only
 after the commit, a stream opening in between would send the stored turn and
 then the snapshot of that same answer: a client would show it twice.
 
-The test forces that moment: the cache the loop forgets the snapshot through
-holds the loop right there until the stream has opened.
+The test forces that moment: the loop is held where it forgets the snapshot
+(``snapshot_hook``) until the stream has opened.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import threading
 from typing import Any
 
 import pytest
-from django.core.cache.backends.locmem import LocMemCache
 from django.db import connections
 
 from conversations import events
@@ -28,45 +27,7 @@ from conversations.services.runs import start_run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WAIT = 30.0
-"""The longest any step waits for the other thread (it never takes that long unless broken)."""
-
-
-class Gate:
-    """Holds the first thread that forgets a snapshot until the test lets it go."""
-
-    def __init__(self) -> None:
-        self.run_id = ""
-        """Whose snapshot: set once the run exists."""
-        self.reached = threading.Event()
-        self.release = threading.Event()
-        self.used = False
-        self.lock = threading.Lock()
-
-    def hold(self, key: str) -> None:
-        if not self.run_id or not key.endswith(f"inflight:{self.run_id}"):
-            return
-        with self.lock:
-            first, self.used = not self.used, True
-        if first:
-            self.reached.set()
-            assert self.release.wait(WAIT), "the test never let the loop go on"
-
-
-LOCATION = "stored-answer-snapshot"
-GATES: dict[str, Gate] = {}
-"""The gate of each gated cache, by its location (each thread makes its own cache object)."""
-
-
-class GatedCache(LocMemCache):
-    """Local memory, except that forgetting the run's snapshot waits at the gate."""
-
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
-        super().__init__(name, params)
-        self._location = name
-
-    def delete(self, key: str, version: int | None = None) -> bool:
-        GATES[self._location].hold(key)
-        return super().delete(key, version)
+"""The longest one thread waits for the other (never reached unless something is broken)."""
 
 
 class NotifiedOnly(RunEventStream):
@@ -76,17 +37,8 @@ class NotifiedOnly(RunEventStream):
     keepalive_seconds = 3600.0
 
 
-@pytest.fixture
-def gated_cache(settings):
-    gate = GATES[LOCATION] = Gate()
-    settings.CACHES = {"default": {"BACKEND": f"{__name__}.GatedCache", "LOCATION": LOCATION}}
-    yield gate
-    gate.release.set()
-    del GATES[LOCATION]
-
-
 def test_a_stream_opening_while_the_answer_is_stored_never_sends_its_snapshot_after_it(
-    demo_conversation, profile, gated_cache
+    demo_conversation, profile, snapshot_hook
 ):
     profile.stream = True
     profile.save(update_fields=["stream"])
@@ -94,7 +46,13 @@ def test_a_stream_opening_while_the_answer_is_stored_never_sends_its_snapshot_af
         TextDelta("It is "), TextDelta("sunny."), scripted_text("It is sunny.")
     )
     run = start_run(conversation=demo_conversation, content="Weather?", provider=ScriptedProvider())
-    gated_cache.run_id = str(run.pk)
+    reached, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # in the loop's thread
+        reached.set()
+        assert release.wait(WAIT), "the test never let the loop go on"
+
+    snapshot_hook(run.pk, hold)
     failures: list[BaseException] = []
 
     def execute() -> None:
@@ -109,17 +67,17 @@ def test_a_stream_opening_while_the_answer_is_stored_never_sends_its_snapshot_af
     worker.start()
     received: list[Any] = []
     try:
-        assert gated_cache.reached.wait(WAIT), "the loop never forgot the snapshot"
+        assert reached.wait(WAIT), "the loop never forgot the snapshot"
         assert events.inflight(run.pk) is not None  # the answer has streamed
         stream = NotifiedOnly(run.pk)
         batches = stream.follow(stream.poll())
         received += next(batches)  # what was stored before: run_started
         received += next(batches)  # the opening: the rows again, then the snapshot
-        gated_cache.release.set()
+        release.set()
         for batch in batches:
             received += batch
     finally:
-        gated_cache.release.set()
+        release.set()
         worker.join(WAIT)
     assert not failures, failures
     kinds = [event.type for event in received]
