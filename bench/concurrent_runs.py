@@ -172,7 +172,8 @@ def prepare(runs: int, latency: float) -> tuple[str, list[str]]:
         slug="slow-demo",
         name="Demo with model latency",
         adapter=Provider.Adapter.DEMO,
-        options={"latency_seconds": latency},
+        # The model's whole latency is the one measured here: no pause per streamed piece.
+        options={"latency_seconds": latency, "stream_delay_seconds": 0},
     )
     model = LanguageModel.objects.create(provider=provider, model_id="demo")
     profile = Profile.objects.create(

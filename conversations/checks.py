@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from .conf import app_settings, positive_setting, unknown_keys
+from .conf import app_settings, demo_stream_delay, positive_setting, unknown_keys
 from .exceptions import ConfigurationError, ConversationsError
 
 
@@ -49,6 +49,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             positive_setting(name, integer=integer)
         except ConfigurationError as exc:
             messages.append(Error(exc.detail, id=check_id))
+    try:
+        demo_stream_delay()
+    except ConfigurationError as exc:
+        messages.append(Error(exc.detail, id="conversations.E016"))
     timeout = conf.APPROVAL_TIMEOUT_SECONDS
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1

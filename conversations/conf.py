@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULTS",
     "ConversationsSettings",
     "app_settings",
+    "demo_stream_delay",
     "positive_setting",
     "tool_concurrency",
     "tool_timeout",
@@ -87,6 +88,11 @@ class ConversationsSettings:
     EVENTS_URL: str = ""
     """How live events of runs travel between processes: empty (in-process only),
     a Redis URL (``redis://host:6379/0``) or ``postgres`` (LISTEN/NOTIFY on the default database)."""
+    DEMO_STREAM_DELAY_SECONDS: float = 1 / 30
+    """Seconds the offline demo model pauses before each piece (a word, a piece of a call's
+    arguments) of a streamed answer: about 30 a second; ``0`` streams at once. A demo
+    provider record's ``stream_delay_seconds`` option, then the environment variable
+    ``CONVERSATIONS_DEMO_STREAM_DELAY``, override it."""
     MCP_SERVER_PROFILE: str | None = None
     """Slug of the profile whose tools ``/mcp/`` serves (``None``: the endpoint answers 404)."""
 
@@ -125,6 +131,24 @@ def tool_concurrency() -> int:
 def tool_timeout() -> float:
     """``TOOL_TIMEOUT_SECONDS``, validated (see :func:`positive_setting`)."""
     return positive_setting("TOOL_TIMEOUT_SECONDS")
+
+
+def demo_stream_delay() -> float:
+    """``DEMO_STREAM_DELAY_SECONDS``, which must be a number >= 0.
+
+    Raises :class:`ConfigurationError` naming the key and the value otherwise.
+    """
+    value = app_settings().DEMO_STREAM_DELAY_SECONDS
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value < float("inf")
+    ):
+        raise ConfigurationError(
+            f"CONVERSATIONS['DEMO_STREAM_DELAY_SECONDS'] must be a number >= 0 (seconds), "
+            f"got {value!r}."
+        )
+    return float(value)
 
 
 def unknown_keys() -> list[str]:

@@ -31,6 +31,12 @@ except ImportError:  # pragma: no cover
 if celery_app is not None:
     celery_app.conf.update(broker_url=BROKER_URL, task_default_queue=QUEUE)
 
+# The demo model pauses between streamed pieces by default (about 30 a second, so
+# that people see it stream); tests want its answers at once. Set before any
+# provider is built, so that every test, and every process a test starts (workers,
+# servers), inherits it; tests of the pause set a provider option or the variable.
+os.environ["CONVERSATIONS_DEMO_STREAM_DELAY"] = "0"
+
 try:
     from playwright.sync_api import sync_playwright
 except ImportError:  # pragma: no cover - depends on the machine

@@ -16,8 +16,10 @@ Two additions make it a stand-in for a real model in tests and benchmarks:
 
 :meth:`DemoProvider.stream` shows the answer word by word and each call's
 arguments in a few pieces, pausing ``stream_delay`` seconds before each piece
-(the ``stream_delay_seconds`` option, or the ``CONVERSATIONS_DEMO_STREAM_DELAY``
-environment variable), so the chat page can be watched streaming offline.
+(built from a record: its ``stream_delay_seconds`` option, else the
+``CONVERSATIONS_DEMO_STREAM_DELAY`` environment variable, else the
+``DEMO_STREAM_DELAY_SECONDS`` setting, about 30 pieces a second), so the chat
+page can be watched streaming offline.
 """
 
 from __future__ import annotations

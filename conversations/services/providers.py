@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from conversations.conf import app_settings
+from conversations.conf import app_settings, demo_stream_delay
 from conversations.domain import ChatMessage
 from conversations.exceptions import ConfigurationError, ConversationsError
 from conversations.models import LanguageModel, Profile, Provider
@@ -94,12 +94,13 @@ DEMO_STREAM_DELAY_VARIABLE: Final = "CONVERSATIONS_DEMO_STREAM_DELAY"
 
 
 def _demo_provider(provider: Provider) -> DemoProvider:
+    """The demo model of a record; its pause per streamed piece: the record's option, else the
+    environment variable, else ``CONVERSATIONS["DEMO_STREAM_DELAY_SECONDS"]``."""
     options = provider.options or {}
     latency = _seconds(provider, "latency_seconds", options.get("latency_seconds", 0))
     if "stream_delay_seconds" in options:
         delay = _seconds(provider, "stream_delay_seconds", options["stream_delay_seconds"])
-    else:
-        variable = os.environ.get(DEMO_STREAM_DELAY_VARIABLE, "").strip() or "0"
+    elif variable := os.environ.get(DEMO_STREAM_DELAY_VARIABLE, "").strip():
         try:
             delay = float(variable)
         except ValueError:
@@ -108,6 +109,8 @@ def _demo_provider(provider: Provider) -> DemoProvider:
             raise ConfigurationError(
                 f"the environment variable {DEMO_STREAM_DELAY_VARIABLE} must be a number >= 0"
             )
+    else:
+        delay = demo_stream_delay()
     return DemoProvider(latency=latency, stream_delay=delay)
 
 
