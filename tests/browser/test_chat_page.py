@@ -281,8 +281,9 @@ def demo_transcript(demo):
 
 @pytest.fixture
 def admin_account(django_user_model):
-    """The demo user is an ordinary user; the admin needs a staff account."""
-    django_user_model.objects.create_superuser("admin", password="admin-password-1")
+    """The demo user is an ordinary user; the admin needs a staff account (not setup_demo's
+    ``admin``, whose password is random)."""
+    django_user_model.objects.create_superuser("root", password="admin-password-1")
 
 
 def test_screenshot_of_the_admin_transcript(live_server, demo_transcript, admin_account, browser):
@@ -293,7 +294,7 @@ def test_screenshot_of_the_admin_transcript(live_server, demo_transcript, admin_
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     page.goto(f"{live_server.url}/admin/login/?next={url}")
-    page.fill("#id_username", "admin")
+    page.fill("#id_username", "root")
     page.fill("#id_password", "admin-password-1")
     page.click("input[type=submit]")
     expect(page).to_have_url(f"{live_server.url}{url}")

@@ -1,6 +1,12 @@
-"""``manage.py setup_demo``: the demo user and the offline demo profile (safe to rerun)."""
+"""``manage.py setup_demo``: the demo user, a local admin and the offline demo profile (safe to rerun).
+
+The admin's password is random and printed once, when the account is made; a
+later run never prints, resets or changes it (``manage.py changepassword
+admin`` does).
+"""
 
 import os
+import secrets
 from argparse import ArgumentParser
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,6 +20,9 @@ DEMO_USERNAME = "demo"
 # A local-demo credential, printed on purpose; override with DEMO_PASSWORD.
 DEMO_PASSWORD = os.environ.get("DEMO_PASSWORD", "demo-password")
 
+# A local superuser, so that the admin the docs point to opens; its password is random.
+ADMIN_USERNAME = "admin"
+
 # Where `make run` serves unless told otherwise (it passes its HOST and PORT).
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -23,7 +32,10 @@ SYSTEM_PROMPT = (
 
 
 class Command(BaseCommand):
-    help = "Create the demo user and the demo profile on the offline DemoProvider (idempotent)."
+    help = (
+        "Create the demo user, a local 'admin' superuser (random password, printed once) and "
+        "the demo profile on the offline DemoProvider (idempotent)."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
@@ -48,6 +60,7 @@ class Command(BaseCommand):
         if created:
             user.set_password(DEMO_PASSWORD)
             user.save()
+        admin_password = self._create_admin(user_model)
         provider, _ = Provider.objects.get_or_create(
             slug="demo",
             defaults={"name": "Offline demo (no real model)", "adapter": Provider.Adapter.DEMO},
@@ -74,4 +87,34 @@ class Command(BaseCommand):
                 f"Demo login: username '{DEMO_USERNAME}' (password unchanged since it was created;"
                 f" it was '{DEMO_PASSWORD}' unless you changed it)"
             )
+        self._print_admin(user_model, admin_password)
         self.stdout.write(f"Open {base_url}/chat/, {base_url}/admin/ or {base_url}/api/docs/")
+
+    @staticmethod
+    def _create_admin(user_model: Any) -> str | None:
+        """Make the admin with a random password, returned; ``None`` when the name is taken."""
+        if user_model.objects.filter(username=ADMIN_USERNAME).exists():
+            return None
+        password = secrets.token_urlsafe(12)
+        user_model.objects.create_superuser(username=ADMIN_USERNAME, email="", password=password)
+        return password
+
+    def _print_admin(self, user_model: Any, password: str | None) -> None:
+        if password is not None:
+            self.stdout.write(
+                f"Admin login: username '{ADMIN_USERNAME}', password '{password}'"
+                " (shown this once: note it)"
+            )
+            return
+        admin = user_model.objects.get(username=ADMIN_USERNAME)
+        if admin.is_superuser and admin.is_staff:
+            self.stdout.write(
+                f"Admin login: username '{ADMIN_USERNAME}' (it already existed: its password is"
+                f" neither shown again nor changed; to set a new one, run"
+                f" 'manage.py changepassword {ADMIN_USERNAME}')"
+            )
+        else:
+            self.stdout.write(
+                f"Admin login: a user '{ADMIN_USERNAME}' already exists and is not a superuser;"
+                f" it was left as it is (make one with 'manage.py createsuperuser')"
+            )
