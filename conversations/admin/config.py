@@ -23,6 +23,7 @@ from conversations.services.approvals import resolve_approval_level
 from conversations.services.providers import ConnectionCheck, check_connection
 from conversations.tools import registry
 
+from .columns import titled
 from .display import count_of, pretty_json
 from .forms import LanguageModelForm, ProfileForm, ProviderForm, temperature_warning
 
@@ -233,16 +234,10 @@ class ToolSettingAdmin(admin.ModelAdmin):
     a disabled tool would silently come back enabled.
     """
 
-    list_display = (
-        "name",
-        "enabled",
-        "approval",
-        "approval_applies",
-        "registered",
-        "description",
-        "call_count",
-        "updated_at",
-    )
+    # Few, narrow columns in a fixed layout (fits 1280 px beside the navigation and the
+    # filters); whether a tool is still registered shows in its description.
+    change_list_template = "conversations/admin/toolsetting_change_list.html"
+    list_display = ("name", "enabled", "approval_summary", "description", "call_count")
     list_editable = ("enabled",)
     list_filter = ("enabled", "approval")
     search_fields = ("name",)
@@ -290,6 +285,14 @@ class ToolSettingAdmin(admin.ModelAdmin):
         level = resolve_approval_level(profile=None, setting=obj.approval, tool=tool)
         return {"owner": "the owner", "staff": "staff"}.get(level or "", "nobody")
 
+    @admin.display(description="approval", ordering="approval")
+    def approval_summary(self, obj: ToolSetting) -> str:
+        who = self.approval_applies(obj)
+        return titled(
+            f"{obj.approval} → {who}",
+            f"{obj.get_approval_display()}; who approves unless a profile overrides: {who}",
+        )
+
     @admin.display(description="registered", boolean=True)
     def registered(self, obj: ToolSetting) -> bool:
         return obj.name in registry
@@ -300,7 +303,7 @@ class ToolSettingAdmin(admin.ModelAdmin):
         if tool is None:
             return "(no longer registered)"
         first = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
-        return first if len(first) <= 100 else first[:99] + "…"
+        return titled(first if len(first) <= 100 else first[:99] + "…", first)
 
     @admin.display(description="description")
     def description_full(self, obj: ToolSetting) -> str:

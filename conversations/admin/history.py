@@ -12,6 +12,8 @@ from django.contrib import admin, messages
 from django.contrib.admin import actions as admin_actions
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -26,6 +28,7 @@ from conversations.services import (
     recover_runs,
 )
 
+from .columns import compact_count, titled
 from .display import (
     ReadOnlyAdmin,
     build_transcript,
@@ -252,19 +255,18 @@ class ConversationAdmin(ReadOnlyAdmin):
 class RunAdmin(ReadOnlyAdmin):
     """Tool-loop runs: how each ended, what it cost, and its trace."""
 
+    # Few, narrow columns in a fixed layout: the list fits 1280 px beside the navigation and
+    # the filters. The duration, the provider and the token detail are on the run's page.
+    change_list_template = "conversations/admin/run_change_list.html"
     list_display = (
-        "started_at",
+        "started",
         "conversation_link",
-        "status",
-        "termination",
-        "iterations_display",
-        "call_count",
+        "outcome",
+        "rounds",
         "tokens",
-        "duration",
-        "provider",
-        "model",
+        "model_name",
     )
-    list_display_links = ("started_at",)
+    list_display_links = ("started",)
     list_select_related = ("conversation",)
     list_filter = ("status", ErrorCodeFilter, "profile", RunToolFilter, "started_at")
     search_fields = ("=id", "conversation__title", "model", "provider")
@@ -323,7 +325,31 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="conversation", ordering="conversation__title")
     def conversation_link(self, obj):
-        return object_link(obj.conversation, site=self.admin_site.name)
+        title = str(obj.conversation)
+        return object_link(obj.conversation, text=titled(title), site=self.admin_site.name)
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, obj):
+        when = timezone.localtime(obj.started_at)
+        return titled(date_format(when, "M j, H:i"), date_format(when, "DATETIME_FORMAT"))
+
+    @admin.display(description="status", ordering="status")
+    def outcome(self, obj):
+        if obj.status == RunStatus.RUNNING:
+            return titled(obj.get_status_display())
+        return titled(self.termination(obj))
+
+    @admin.display(description="rounds · calls", ordering="iterations")
+    def rounds(self, obj):
+        return titled(
+            f"{obj.iterations}/{obj.max_iterations} · {obj.call_count}",
+            f"{obj.iterations} of at most {obj.max_iterations} rounds, "
+            f"{obj.call_count} tool call(s)",
+        )
+
+    @admin.display(description="model", ordering="model")
+    def model_name(self, obj):
+        return titled(obj.model or "-", f"{obj.provider} / {obj.model}")
 
     @admin.display(description="termination")
     def termination(self, obj):
@@ -342,11 +368,9 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="tokens", ordering="total_tokens")
     def tokens(self, obj):
-        return format_html(
-            '<span title="{} in / {} out">{}</span>',
-            obj.prompt_tokens,
-            obj.completion_tokens,
-            obj.total_tokens,
+        return titled(
+            compact_count(obj.total_tokens),
+            f"{obj.total_tokens} ({obj.prompt_tokens} in / {obj.completion_tokens} out)",
         )
 
     @admin.display(description="tokens")
