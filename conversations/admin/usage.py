@@ -1,12 +1,12 @@
 """Usage in the admin: the model-call ledger, the budgets, and a usage page with charts.
 
-The charts are SVG rendered on the server (no script, no CDN), so the page
-works offline and in every browser the admin supports.
+The charts are SVG rendered on the server (no script, no CDN; see
+:mod:`.charts`), so the page works offline and in every browser the admin
+supports.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -23,48 +23,13 @@ from conversations.models import Budget, ModelCall
 from conversations.selectors.usage import UsageRow, usage_calls, usage_totals
 from conversations.services.budgets import budget_statuses
 
+from .charts import daily_chart
 from .display import ReadOnlyAdmin, object_link
 
-__all__ = ["BudgetAdmin", "ModelCallAdmin", "daily_bars"]
+__all__ = ["BudgetAdmin", "ModelCallAdmin"]
 
 CHART_DAYS = 30
 TOP = 10
-CHART_WIDTH, CHART_HEIGHT, LABEL_SPACE = 600, 120, 16
-
-
-@dataclass(frozen=True, slots=True)
-class Bar:
-    """One bar of a daily chart, in SVG user units."""
-
-    x: float
-    y: float
-    width: float
-    height: float
-    title: str
-    label: str
-
-
-def daily_bars(values: list[tuple[date, Decimal | int]], *, unit: str = "") -> list[Bar]:
-    """Bars for one value per day, scaled to the largest (every day gets a slot)."""
-    if not values:
-        return []
-    largest = max((value for _day, value in values), default=0) or 1
-    slot = CHART_WIDTH / len(values)
-    bars = []
-    for index, (day, value) in enumerate(values):
-        height = float(value) / float(largest) * (CHART_HEIGHT - LABEL_SPACE)
-        label = day.strftime("%d") if index % 5 == 0 or index == len(values) - 1 else ""
-        bars.append(
-            Bar(
-                x=round(index * slot + 1, 2),
-                y=round(CHART_HEIGHT - LABEL_SPACE - height, 2),
-                width=round(max(slot - 2, 1), 2),
-                height=round(height, 2),
-                title=f"{day.isoformat()}: {value}{unit}",
-                label=label,
-            )
-        )
-    return bars
 
 
 def _days(rows: list[UsageRow], first: date) -> list[tuple[date, UsageRow | None]]:
@@ -124,11 +89,11 @@ class ModelCallAdmin(ReadOnlyAdmin):
             "first": first,
             "last": now.date(),
             "total": total,
-            "chart": {"width": CHART_WIDTH, "height": CHART_HEIGHT},
-            "cost_bars": daily_bars(
-                [(day, (row.cost or Decimal(0)) if row else Decimal(0)) for day, row in days]
+            "cost_chart": daily_chart(
+                [(day, (row.cost or Decimal(0)) if row else Decimal(0)) for day, row in days],
+                unit=f" {app_settings().CURRENCY}",
             ),
-            "token_bars": daily_bars(
+            "token_chart": daily_chart(
                 [(day, row.total_tokens if row else 0) for day, row in days], unit=" tokens"
             ),
             "tops": [

@@ -9,7 +9,14 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from conversations.admin.usage import CHART_HEIGHT, LABEL_SPACE, daily_bars
+from conversations.admin.charts import (
+    CHART_HEIGHT,
+    LABEL_SPACE,
+    TOP_SPACE,
+    daily_chart,
+    format_value,
+    nice_ceiling,
+)
 from conversations.domain import Usage
 from conversations.models import Budget, Conversation, ModelCall
 from conversations.providers.scripted import ScriptedProvider, scripted_text
@@ -20,17 +27,45 @@ pytestmark = pytest.mark.django_db
 USAGE_URL = "/admin/conversations/modelcall/usage/"
 
 
-def test_bars_scale_to_the_largest_day():
+def test_bars_scale_to_a_round_top_labelled_on_the_value_axis():
     days = [date(2026, 11, 1) + timedelta(days=n) for n in range(3)]
-    bars = daily_bars(list(zip(days, [0, 5, 10], strict=True)), unit=" tokens")
-    assert [bar.height for bar in bars] == [
-        0,
-        (CHART_HEIGHT - LABEL_SPACE) / 2,
-        CHART_HEIGHT - LABEL_SPACE,
+    chart = daily_chart(list(zip(days, [0, 5, 8], strict=True)), unit=" tokens")
+    plot = CHART_HEIGHT - LABEL_SPACE - TOP_SPACE
+    assert [bar.height for bar in chart.bars] == [0, plot / 2, plot * 8 / 10]
+    assert [(tick.label, tick.y) for tick in chart.ticks] == [
+        ("0", chart.baseline),
+        ("5", chart.baseline - plot / 2),
+        ("10", chart.baseline - plot),
     ]
-    assert bars[2].y == 0
-    assert bars[1].title == "2026-11-02: 5 tokens"
-    assert daily_bars([]) == []
+    assert chart.bars[1].title == "Mon 2026-11-02: 5 tokens"
+    assert [bar.label for bar in chart.bars] == ["Nov 1", "", "Nov 3"]
+    # Every day's column can be pointed at, the empty one too.
+    assert all(bar.column_width > 0 for bar in chart.bars)
+    assert daily_chart([]).bars == ()
+
+
+@pytest.mark.parametrize(
+    ("largest", "top"),
+    [(0, 1), (0.7, 1), (1, 1), (1.2, 2), (2.1, 2.5), (3, 5), (7, 10), (12_345, 20_000)],
+)
+def test_the_axis_top_is_a_round_number_at_or_above_the_largest_day(largest, top):
+    assert nice_ceiling(largest) == pytest.approx(top)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (0, "0"),
+        (1500, "1,500"),
+        (250_000, "250k"),
+        (1_250_000, "1.25M"),
+        (Decimal("0.0162000"), "0.0162"),
+        (Decimal("0.00001"), "1.00e-05"),
+        (2.5, "2.5"),
+    ],
+)
+def test_values_are_written_short(value, shown):
+    assert format_value(value) == shown
 
 
 @pytest.fixture
@@ -63,9 +98,12 @@ def test_the_usage_page_draws_both_charts_and_the_tops(admin_client, spent, open
     html = response.content.decode()
     for chart in ("usage-cost-chart", "usage-token-chart"):
         svg = re.search(rf'<svg id="{chart}".*?</svg>', html, re.S).group(0)
-        heights = [float(h) for h in re.findall(r'<rect [^>]*height="([\d.]+)"', svg)]
+        bars = r'<rect class="usage-bar" [^>]*height="([\d.]+)"'
+        heights = [float(h) for h in re.findall(bars, svg)]
         assert len(heights) == 30
         assert sum(1 for h in heights if h > 0) == 2
+        assert len(re.findall(r'<text class="usage-tick"', svg)) == 3  # the value axis
+        assert len(re.findall(r"<title>", svg)) == 30  # a tooltip per day
     assert "0.0330 USD" in html  # (1000 * 10 + 100 * 30 + 2000 * 10) per million
     runs = reverse("admin:conversations_run_changelist")
     assert f'href="{runs}?q=gpt-test"' in html

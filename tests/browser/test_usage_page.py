@@ -72,11 +72,18 @@ def test_the_usage_page_shows_charts_tops_and_budgets(live_server, spending, bro
     for chart in ("#usage-cost-chart", "#usage-token-chart"):
         svg = page.locator(chart)
         expect(svg).to_be_visible()
-        expect(svg.locator("rect")).to_have_count(30)
-        drawn = svg.locator("rect").evaluate_all(
+        expect(svg.locator("rect.usage-bar")).to_have_count(30)
+        drawn = svg.locator("rect.usage-bar").evaluate_all(
             "rects => rects.filter(r => r.getBBox().height > 0).length"
         )
         assert drawn == 2
+        expect(svg.locator("text.usage-tick")).to_have_count(3)
+        # Pointing at a day's column (an empty day too) shows its date and value.
+        tip = svg.locator("g.usage-day").nth(10).locator("text.usage-tip")
+        expect(tip).to_be_hidden()
+        svg.locator("g.usage-day").nth(10).locator("rect.usage-column").hover()
+        expect(tip).to_be_visible()
+        expect(tip).to_contain_text(": 0")
     expect(page.locator("#usage-total-calls")).to_have_text("2")
     # (1200 * 3 + 300 * 15) * 2 per million = 0.0162
     expect(page.locator("#usage-total-cost")).to_contain_text("0.0162 USD")
