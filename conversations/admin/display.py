@@ -30,6 +30,7 @@ __all__ = [
     "last_run_status",
     "object_link",
     "pretty_json",
+    "pretty_result",
     "render_runs",
     "render_transcript",
 ]
@@ -77,6 +78,19 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
+def pretty_result(content: str) -> str:
+    """A tool result as :func:`pretty_json` shows arguments when it is a JSON object or array;
+    any other text as it is."""
+    text = content.strip()
+    if not text.startswith(("{", "[")):
+        return content
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return content  # cut at the size limit, or not JSON after all
+    return pretty_json(value) if isinstance(value, dict | list) else content
+
+
 def duration_ms(started: datetime | None, finished: datetime | None) -> int | None:
     """Milliseconds between two instants, or ``None`` when either is missing."""
     if started is None or finished is None:
@@ -122,6 +136,8 @@ class CallView:
     arguments: str
     duration: str
     result: Message | None
+    result_text: str = ""
+    """The result's content, indented like the arguments when it is JSON."""
 
 
 @dataclass(slots=True)
@@ -134,6 +150,8 @@ class TranscriptEntry:
     """For a tool message shown on its own: the call it answers (outside this view)."""
     run_url: str = ""
     usage: str = ""
+    content: str = ""
+    """The message's content; a tool result's indented like arguments when it is JSON."""
 
 
 def _usage_text(message: Message) -> str:
@@ -175,18 +193,23 @@ def build_transcript(
     for message in sorted(messages, key=lambda m: m.position):
         if message.tool_call_id is not None and message.tool_call_id in shown_beside:
             continue
-        entry = TranscriptEntry(message=message, usage=_usage_text(message))
+        content = message.content
+        if message.role == Message.Role.TOOL:
+            content = pretty_result(content)
+        entry = TranscriptEntry(message=message, usage=_usage_text(message), content=content)
         if link_runs and message.run_id is not None:
             entry.run_url = reverse(f"{site}:conversations_run_change", args=[message.run_id])
         if message.tool_call_id is not None:
             entry.answers = message.tool_call
         for call in sorted(by_message.get(message.pk, ()), key=lambda c: c.index):
+            result = results.get(call.pk)
             entry.calls.append(
                 CallView(
                     call=call,
                     arguments=pretty_json(call.arguments),
                     duration=format_duration(duration_ms(call.started_at, call.finished_at)),
-                    result=results.get(call.pk),
+                    result=result,
+                    result_text=pretty_result(result.content) if result is not None else "",
                 )
             )
         entries.append(entry)

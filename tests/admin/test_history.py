@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations.domain import ChatMessage
 from conversations.domain import ToolCall as Call
+from conversations.admin.display import pretty_result
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.services import append_messages, create_conversation
 
@@ -94,6 +95,12 @@ def test_transcript_shows_each_call_beside_its_result(admin_client, history):
         in weather
     )
     assert "&lt;b&gt;sunny&lt;/b&gt;" in weather  # the result, in the same row
+    # A JSON result is indented like the arguments, escaped, its keys in their order.
+    result = weather[weather.index('class="llm-result"') :]
+    assert (
+        "{\n  &quot;city&quot;: &quot;Paris&quot;,\n  &quot;temperature_c&quot;: 18,\n"
+        "  &quot;note&quot;: &quot;&lt;b&gt;sunny&lt;/b&gt;&quot;\n}"
+    ) in result
 
     failed = call_row(page, history.calls["call_calc"])
     assert "Failed" in failed and "1.5 s" in failed
@@ -602,3 +609,19 @@ def test_change_pages_have_constant_queries(admin_client, user, openai_profile):
     assert _queries(admin_client, admin_url(small_run)) == _queries(
         admin_client, admin_url(large_run)
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "shown"),
+    [
+        ('{"a":1,"b":[1,2]}', '{\n  "a": 1,\n  "b": [\n    1,\n    2\n  ]\n}'),
+        ("[1]", "[\n  1\n]"),
+        ('{"cut": "at the limit', '{"cut": "at the limit'),  # not JSON: as it is
+        ('Error: tool "x" failed: boom', 'Error: tool "x" failed: boom'),
+        ("42", "42"),  # JSON, but nothing to indent
+        ('"text"', '"text"'),
+        ("", ""),
+    ],
+)
+def test_a_tool_result_is_indented_only_when_it_is_a_json_object_or_array(content, shown):
+    assert pretty_result(content) == shown
