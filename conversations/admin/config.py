@@ -61,17 +61,23 @@ def _key_resolves(reference: str) -> bool | None:
 
 
 class LanguageModelInline(admin.TabularInline):
+    """A provider's models, in a row each that fits the form (provider_change_form.html).
+
+    The fields a provider's page needs at a glance; output limits, the other
+    prices and the sampling parameters are on each model's own page (the
+    row's change link).
+    """
+
     model = LanguageModel
     form = LanguageModelForm
     extra = 0
+    show_change_link = True
     fields = (
         "model_id",
         "name",
         "context_window",
-        "max_output_tokens",
         "input_price_per_million",
         "output_price_per_million",
-        "sampling_parameters",
         "is_active",
     )
 
@@ -81,6 +87,7 @@ class ProviderAdmin(admin.ModelAdmin):
     """Providers: the key *reference* and whether it resolves, never the key."""
 
     form = ProviderForm
+    change_form_template = "conversations/admin/provider_change_form.html"
     list_display = (
         "name",
         "slug",

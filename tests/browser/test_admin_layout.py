@@ -1,4 +1,4 @@
-"""The admin at 1280 px in a real browser: the busiest lists fit without scrolling sideways.
+"""The admin at 1280 px in a real browser: the busiest lists and forms fit, never scroll sideways.
 
 Every database write happens before Playwright starts (its sync API runs an
 event loop in this thread, and Django refuses ORM calls from such a thread).
@@ -68,16 +68,44 @@ def busy_admin(django_user_model, profile, language_model):
 def test_the_list_fits_a_1280_px_window_without_scrolling_sideways(
     live_server, busy_admin, browser, name
 ):
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    page.goto(f"{live_server.url}/admin/login/?next={LISTS[name]}")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    context, page = log_in(browser, live_server, LISTS[name])
     page.wait_for_selector("#result_list tbody tr")
     sizes = page.evaluate(OVERFLOW)
     context.close()
     assert sizes["boxScroll"] <= sizes["box"], sizes
     assert sizes["table"] <= sizes["box"], sizes
     assert sizes["page"] <= sizes["window"], sizes
+
+
+def log_in(browser, live_server, url: str):
+    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.goto(f"{live_server.url}/admin/login/?next={url}")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    return context, page
+
+
+def test_the_models_of_a_provider_fit_its_page(live_server, busy_admin, browser, language_model):
+    url = f"/admin/conversations/provider/{language_model.provider_id}/change/"
+    context, page = log_in(browser, live_server, url)
+    page.wait_for_selector("#models-group table")
+    sizes = page.evaluate(
+        """() => {
+          const group = document.querySelector('#models-group');
+          return {
+            table: Math.ceil(group.querySelector('table').getBoundingClientRect().width),
+            group: group.clientWidth,
+            groupScroll: group.scrollWidth,
+            page: document.documentElement.scrollWidth,
+            window: window.innerWidth,
+          };
+        }"""
+    )
+    change_links = page.locator("#models-group a.inlinechangelink").count()
+    context.close()
+    assert sizes["table"] <= sizes["group"] and sizes["groupScroll"] <= sizes["group"], sizes
+    assert sizes["page"] <= sizes["window"], sizes
+    assert change_links == 1  # the model's other fields are one click away
