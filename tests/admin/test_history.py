@@ -9,9 +9,9 @@ from django.core import checks
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from conversations.admin.display import pretty_result
 from conversations.domain import ChatMessage
 from conversations.domain import ToolCall as Call
-from conversations.admin.display import pretty_result
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.services import append_messages, create_conversation
 
