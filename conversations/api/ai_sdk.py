@@ -29,7 +29,7 @@ from conversations.conf import app_settings
 from conversations.exceptions import ExecutorUnavailable
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.services import submit_message
-from conversations.services.budgets import ensure_within_budgets
+from conversations.services.usage import ensure_within_budgets
 
 from .ai_sdk_chunks import HEADERS, run_message_id, thinking_texts
 from .ai_sdk_stream import ChatStream

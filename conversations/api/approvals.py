@@ -17,7 +17,8 @@ from rest_framework.response import Response
 
 from conversations import selectors
 from conversations.models import ApprovalDecision, ApprovalLevel, ToolApproval
-from conversations.services import decide_approval, uses_workers
+from conversations.services import decide_approval
+from conversations.services.loop import uses_workers
 
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration

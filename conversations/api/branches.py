@@ -14,9 +14,9 @@ from rest_framework.response import Response
 
 from conversations import selectors
 from conversations.models import Conversation
-from conversations.services import branches as history
-from conversations.services import submit_message, uses_workers
-from conversations.services.budgets import ensure_within_budgets
+from conversations.services import history, submit_message
+from conversations.services.loop import uses_workers
+from conversations.services.usage import ensure_within_budgets
 
 from .errors import blame_configuration
 from .message_stream import answer_with_events, wants_event_stream

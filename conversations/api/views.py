@@ -20,9 +20,10 @@ from rest_framework.response import Response
 
 from conversations import selectors
 from conversations.models import Run
-from conversations.services import cancel_run, create_conversation, submit_message, uses_workers
-from conversations.services import conversations as operations
-from conversations.services.budgets import ensure_within_budgets
+from conversations.services import cancel_run, create_conversation, submit_message
+from conversations.services import history as operations
+from conversations.services.loop import uses_workers
+from conversations.services.usage import ensure_within_budgets
 
 from .base import ConversationsAPIView
 from .errors import APIError, blame_configuration, error_body, error_item, status_for_code

@@ -22,7 +22,7 @@ from conversations.domain import ToolCall
 from conversations.models import Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import execute_run
-from conversations.services.runs import (
+from conversations.services.loop.runs import (
     CANCEL_CHECK_INTERVAL,
     cancel_run,
     claim_run,

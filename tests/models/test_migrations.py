@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from conversations.services.search_index import (
+from conversations.services.transcript.search_index import (
     POSTGRES_SEARCH_FUNCTIONS,
     POSTGRES_SEARCH_TRIGGERS,
     SQLITE_SEARCH_TRIGGERS,
@@ -84,8 +84,8 @@ def test_migrating_to_zero_and_back():
 def test_the_search_index_can_be_installed_again_after_a_rebuild_dropped_it(db):
     from conversations.domain import ChatMessage
     from conversations.models import Conversation
-    from conversations.services.messages import append_messages
-    from conversations.services.search_index import install_search_index
+    from conversations.services.transcript.messages import append_messages
+    from conversations.services.transcript.search_index import install_search_index
 
     conversation = Conversation.objects.create(owner=_user(), title="t")
     with connection.cursor() as cursor:

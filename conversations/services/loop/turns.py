@@ -20,12 +20,12 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import TranscriptTail
 from conversations.tools import Tool
 
+from ..transcript.messages import MessageDetails, append_after
+from ..usage.ledger import price_call, record_model_call
+from ..usage.prices import Prices
 from .approvals import hold_turn
 from .hot_path import charge_run
-from .messages import MessageDetails, append_after
-from .prices import Prices
 from .tool_calls import CallOutcome, check_call
-from .usage import price_call, record_model_call
 
 __all__ = ["Checked", "TurnState", "mark_running", "persist_turn"]
 

@@ -28,7 +28,7 @@ from conversations.models import Conversation, Run
 from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
-from .providers import build_provider, close_provider
+from ..configuration.providers import build_provider, close_provider
 from .runs import end_unclaimed_run, finish_run_after_error, resolve_profile, start_run
 from .tool_loop import execute_run, run_tool_loop
 

@@ -52,10 +52,10 @@ from conversations.providers.boundary import check_response
 from conversations.providers.options import CompletionOptions
 from conversations.providers.streaming import PartialTurn, deltas_of, stream_completion
 
-from . import tracing
-from .budgets import budget_check
+from ..usage import tracing
+from ..usage.budgets import budget_check
+from ..usage.ledger import record_failed_call
 from .runs import CancelWatch
-from .usage import record_failed_call
 
 __all__ = [
     "CANCELLED_FINISH_REASON",

@@ -23,7 +23,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,7 +31,7 @@ from conversations import signals
 from conversations.exceptions import BudgetExceeded
 from conversations.models import Budget, BudgetCounter, Profile, Run
 
-from .hot_path import charge_counters
+from .. import _sql
 
 __all__ = [
     "BudgetStatus",
@@ -244,3 +244,39 @@ def budget_statuses(*, now: datetime) -> list[BudgetStatus]:
             shares.append(int(cost * 100 / budget.cost_limit))
         statuses.append(BudgetStatus(budget, start, end, tokens, cost, max(shares)))
     return statuses
+
+
+def charge_counters(
+    counters: Sequence[tuple[Any, datetime]], *, tokens: int, cost: Decimal
+) -> None:
+    """Add one call (``tokens``, ``cost``) to each ``(budget id, period start)`` counter.
+
+    A missing counter is created with the call as its first; concurrent
+    charges of one counter add up (the upsert takes the row's lock). A budget
+    deleted since its id was read is skipped. The sum is cast to ``NUMERIC``
+    as the ORM casts a decimal sum on SQLite.
+    """
+    if not counters:
+        return
+    counter_table, budget_table = _sql.table(BudgetCounter), _sql.table(Budget)
+    cast = "::timestamptz" if connection.vendor == "postgresql" else ""
+    params: list[Any] = []
+    for budget_id, period_start in counters:
+        params += [
+            _sql.pk(Budget, budget_id),
+            connection.ops.adapt_datetimefield_value(period_start),
+        ]
+    rows = ", ".join([f"(%s, %s{cast})"] * len(counters))
+    with connection.cursor() as cursor:
+        # SQLite needs the WHERE to tell the SELECT's end from the upsert clause.
+        cursor.execute(
+            f"INSERT INTO {counter_table} (budget_id, period_start, tokens, cost, calls)"
+            " SELECT v.column1, v.column2, %s, CAST(%s AS NUMERIC), 1"
+            f" FROM (VALUES {rows}) AS v"
+            f" WHERE EXISTS (SELECT 1 FROM {budget_table} b WHERE b.id = v.column1)"
+            " ON CONFLICT (budget_id, period_start) DO UPDATE SET"
+            f" tokens = {counter_table}.tokens + excluded.tokens,"
+            f" cost = CAST({counter_table}.cost + excluded.cost AS NUMERIC),"
+            f" calls = {counter_table}.calls + 1",
+            [tokens, cost, *params],
+        )

@@ -42,10 +42,10 @@ from conversations.selectors import (
     transcript_tail,
 )
 
+from ..transcript.messages import append_after
+from ..usage.prices import Prices
 from .fencing import held_run
 from .hot_path import open_turn
-from .messages import append_after
-from .prices import Prices
 from .recovery import recover_runs
 from .tool_calls import answer_open_calls
 

@@ -22,10 +22,10 @@ from conversations.exceptions import InvalidArgumentError, WouldSplitToolCall
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.selectors import message_to_domain
 
-from .executors import submit_message
-from .messages import MessageDetails, append_messages
-from .providers import build_provider
-from .runs import resolve_profile
+from ..configuration.providers import build_provider
+from ..loop.executors import submit_message
+from ..loop.runs import resolve_profile
+from ..transcript.messages import MessageDetails, append_messages
 
 __all__ = [
     "Turn",

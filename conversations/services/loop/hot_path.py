@@ -27,16 +27,15 @@ it. They are written here, once, for both databases:
   the run's counters, and its heartbeat refreshed, fenced, in one ``UPDATE``
   (the ORM writes the same statement, but builds seven ``F()`` expressions
   and a ``Coalesce`` to say it, which cost more than the statement itself).
-- :func:`touch_conversation`: the conversation's ``updated_at`` bumped (which
-  takes its row lock), as a plain ``UPDATE`` the ORM would spend more time
-  building than the database spends running.
 - :func:`update_call_states`: every call's status, error and times in one
   ``UPDATE ... FROM (VALUES ...)``, where ``bulk_update`` would build one
   ``CASE`` per field and row.
-- :func:`charge_counters`: a recorded call added to the current period's
-  counter of each budget covering it, the counter created when missing, in
-  one ``INSERT ... ON CONFLICT DO UPDATE`` (the ORM would create the missing
-  counters, read them back and update them: three statements).
+
+Two statements of the same kind live beside the code they serve:
+``transcript.messages.touch_conversation`` (the conversation's ``updated_at``
+bumped, which takes its row lock) and ``usage.budgets.charge_counters`` (a
+recorded call added to each covering budget's counter in one ``INSERT ... ON
+CONFLICT DO UPDATE``). The helpers all of them share are in ``services._sql``.
 
 Only placeholders and our own table names go into the SQL text. The values
 are the ones the ORM would write (datetimes through
@@ -49,7 +48,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -63,7 +61,6 @@ from conversations.exceptions import RunFencedOut
 from conversations.models import (
     ApprovalPolicy,
     Budget,
-    BudgetCounter,
     Conversation,
     LanguageModel,
     Run,
@@ -72,16 +69,15 @@ from conversations.models import (
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import ToolSettings
 
-from .prices import PRICE_FIELDS, Prices
+from .. import _sql
+from ..usage.prices import PRICE_FIELDS, Prices
 
 __all__ = [
     "Held",
     "Opened",
-    "charge_counters",
     "charge_run",
     "hold_for_results",
     "open_turn",
-    "touch_conversation",
     "update_call_states",
 ]
 
@@ -96,17 +92,9 @@ class Held:
     """Whether any active budget covers the run's next model call (block or warn)."""
 
 
-def _table(model: Any) -> str:
-    return str(connection.ops.quote_name(model._meta.db_table))
-
-
-def _pk(model: Any, value: Any) -> Any:
-    return model._meta.pk.get_db_prep_value(value, connection)
-
-
 def _budgets_apply_sql() -> str:
     """``EXISTS`` over the budgets ``applicable_budgets`` would return (two placeholders)."""
-    budget = _table(Budget)
+    budget = _sql.table(Budget)
     return (
         f"EXISTS (SELECT 1 FROM {budget} b WHERE b.is_active = %s AND ("
         f"b.scope = '{Budget.Scope.GLOBAL}'"
@@ -135,10 +123,10 @@ def _price_fields() -> list[Field[Any, Any]]:
 
 def _prices_sql(language_model_id: Any) -> tuple[list[str], list[Any]]:
     """One scalar subquery (and its value) per price of the language model."""
-    table = _table(LanguageModel)
+    table = _sql.table(LanguageModel)
     columns = [field.column for field in _price_fields()]
     sql = [f"(SELECT {column} FROM {table} WHERE id = %s)" for column in columns]
-    return sql, [_pk(LanguageModel, language_model_id)] * len(columns)
+    return sql, [_sql.pk(LanguageModel, language_model_id)] * len(columns)
 
 
 def _prices(values: Sequence[Any]) -> Prices:
@@ -165,7 +153,7 @@ def open_turn(run: Run) -> Opened:
     Raises ``Conversation.DoesNotExist`` when the conversation is gone.
     """
     now = timezone.now()
-    conversation_table, setting_table = _table(Conversation), _table(ToolSetting)
+    conversation_table, setting_table = _sql.table(Conversation), _sql.table(ToolSetting)
     aggregate = (
         "json_agg(json_build_array(s.name, s.enabled, s.approval))"
         if connection.vendor == "postgresql"
@@ -181,7 +169,7 @@ def open_turn(run: Run) -> Opened:
     )
     params = [
         connection.ops.adapt_datetimefield_value(now),
-        _pk(Conversation, run.conversation_id),
+        _sql.pk(Conversation, run.conversation_id),
         *[True, run.conversation.owner_id, run.profile_id],
         False,
         ApprovalPolicy.DEFAULT.value,
@@ -209,7 +197,7 @@ def _held(run: Run) -> tuple[str, list[Any]]:
     return (
         "id = %s AND status = %s AND claimed_at = %s AND worker = %s",
         [
-            _pk(Run, run.pk),
+            _sql.pk(Run, run.pk),
             Run.Status.RUNNING,
             connection.ops.adapt_datetimefield_value(run.claimed_at),
             run.worker,
@@ -250,7 +238,7 @@ def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> 
     where, held = _held(run)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {_table(Run)} SET {', '.join(assignments)} WHERE {where}", [*params, *held]
+            f"UPDATE {_sql.table(Run)} SET {', '.join(assignments)} WHERE {where}", [*params, *held]
         )
         if cursor.rowcount != 1:
             raise RunFencedOut(f"run {run.pk} is no longer held by this process")
@@ -273,9 +261,9 @@ def hold_for_results(run: Run) -> Held:
         raise RunFencedOut(f"run {run.pk} is not claimed by this process")
     now = timezone.now()
     adapt = connection.ops.adapt_datetimefield_value
-    run_table, conversation_table = _table(Run), _table(Conversation)
-    run_id = _pk(Run, run.pk)
-    conversation_id = _pk(Conversation, run.conversation_id)
+    run_table, conversation_table = _sql.table(Run), _sql.table(Conversation)
+    run_id = _sql.pk(Run, run.pk)
+    conversation_id = _sql.pk(Conversation, run.conversation_id)
     held = _held(run)
     budgets = [True, run.conversation.owner_id, run.profile_id]
     if connection.vendor == "postgresql":
@@ -306,20 +294,6 @@ def hold_for_results(run: Run) -> Held:
     return Held(cancel_requested=bool(row[0]), budgets_apply=bool(row[1]))
 
 
-def touch_conversation(conversation_id: Any, now: datetime) -> None:
-    """Set the conversation's ``updated_at`` to ``now`` (and so lock its row).
-
-    Raises ``Conversation.DoesNotExist`` when it is gone.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {_table(Conversation)} SET updated_at = %s WHERE id = %s",
-            [connection.ops.adapt_datetimefield_value(now), _pk(Conversation, conversation_id)],
-        )
-        if cursor.rowcount != 1:
-            raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-
-
 def update_call_states(rows: Sequence[ToolCallRow]) -> None:
     """Write status, error and times of ``rows`` in one ``UPDATE ... FROM (VALUES ...)``.
 
@@ -340,7 +314,7 @@ def update_call_states(rows: Sequence[ToolCallRow]) -> None:
             ops.adapt_datetimefield_value(row.started_at),
             ops.adapt_datetimefield_value(row.finished_at),
         ]
-    table = _table(ToolCallRow)
+    table = _sql.table(ToolCallRow)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET status = v.column2, error = v.column3, "
@@ -348,40 +322,4 @@ def update_call_states(rows: Sequence[ToolCallRow]) -> None:
             f"FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v "
             f"WHERE {table}.id = v.column1",
             params,
-        )
-
-
-def charge_counters(
-    counters: Sequence[tuple[Any, datetime]], *, tokens: int, cost: Decimal
-) -> None:
-    """Add one call (``tokens``, ``cost``) to each ``(budget id, period start)`` counter.
-
-    A missing counter is created with the call as its first; concurrent
-    charges of one counter add up (the upsert takes the row's lock). A budget
-    deleted since its id was read is skipped. The sum is cast to ``NUMERIC``
-    as the ORM casts a decimal sum on SQLite.
-    """
-    if not counters:
-        return
-    table, budget_table = _table(BudgetCounter), _table(Budget)
-    cast = "::timestamptz" if connection.vendor == "postgresql" else ""
-    params: list[Any] = []
-    for budget_id, period_start in counters:
-        params += [
-            _pk(Budget, budget_id),
-            connection.ops.adapt_datetimefield_value(period_start),
-        ]
-    rows = ", ".join([f"(%s, %s{cast})"] * len(counters))
-    with connection.cursor() as cursor:
-        # SQLite needs the WHERE to tell the SELECT's end from the upsert clause.
-        cursor.execute(
-            f"INSERT INTO {table} (budget_id, period_start, tokens, cost, calls)"
-            " SELECT v.column1, v.column2, %s, CAST(%s AS NUMERIC), 1"
-            f" FROM (VALUES {rows}) AS v"
-            f" WHERE EXISTS (SELECT 1 FROM {budget_table} b WHERE b.id = v.column1)"
-            " ON CONFLICT (budget_id, period_start) DO UPDATE SET"
-            f" tokens = {table}.tokens + excluded.tokens,"
-            f" cost = CAST({table}.cost + excluded.cost AS NUMERIC),"
-            f" calls = {table}.calls + 1",
-            [tokens, cost, *params],
         )

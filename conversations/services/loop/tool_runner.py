@@ -55,7 +55,7 @@ from conversations.models import Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.tools import Tool
 
-from . import tracing
+from ..usage import tracing
 from .runs import CancelWatch
 from .tool_calls import (
     CallOutcome,

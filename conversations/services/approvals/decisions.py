@@ -24,8 +24,8 @@ from conversations.models import Run, ToolApproval
 from conversations.providers.base import ChatProvider
 from conversations.selectors.approvals import APPROVE_PERMISSION
 
-from .executors import submit_run
-from .tool_loop import execute_run
+from ..loop.executors import submit_run
+from ..loop.tool_loop import execute_run
 
 __all__ = [
     "APPROVE_PERMISSION",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
@@ -16,7 +16,7 @@ from conversations.exceptions import InvalidArgumentError
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.selectors import TranscriptTail
 
-from .hot_path import touch_conversation
+from .. import _sql
 
 __all__ = ["MessageDetails", "append_after", "append_messages", "create_conversation"]
 
@@ -379,3 +379,17 @@ def _write(
     if segment:
         Message.objects.bulk_create(segment)
     return rows
+
+
+def touch_conversation(conversation_id: Any, now: datetime) -> None:
+    """Set the conversation's ``updated_at`` to ``now`` (and so lock its row).
+
+    Raises ``Conversation.DoesNotExist`` when it is gone.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_sql.table(Conversation)} SET updated_at = %s WHERE id = %s",
+            [connection.ops.adapt_datetimefield_value(now), _sql.pk(Conversation, conversation_id)],
+        )
+        if cursor.rowcount != 1:
+            raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")

@@ -62,10 +62,10 @@ from conversations.selectors import (
 )
 from conversations.tools import Tool
 
-from . import tracing
+from ..configuration.providers import build_provider, close_provider, completion_options
+from ..usage import tracing
 from .approvals import approval_levels, held_calls, send_requested
 from .live import LiveRun, ask
-from .providers import build_provider, close_provider, completion_options
 from .runs import (
     CancelWatch,
     Heartbeat,
@@ -127,7 +127,7 @@ def run_tool_loop(
 def execute_run(*, run: Run, provider: ChatProvider | None = None) -> Run:
     """Drive a ``running`` run to a terminal status (the loop itself).
 
-    The run is claimed first (:func:`~conversations.services.runs.claim_run`),
+    The run is claimed first (:func:`~conversations.services.loop.runs.claim_run`),
     so it executes at most once whatever delivers it: a run that has already
     ended is returned as it is, one another process has claimed raises
     :class:`RunAlreadyClaimed`.

@@ -14,10 +14,10 @@ from conversations.models import Conversation, Profile, Run, ToolCall
 from conversations.providers.base import HTTPProvider
 from conversations.selectors import get_default_profile, history_for_provider, open_tool_calls
 
-from .messages import append_messages, create_conversation
-from .providers import HTTP_ADAPTERS
-from .recovery import recover_runs
-from .tool_loop import request_setup
+from ..configuration.providers import HTTP_ADAPTERS
+from ..loop.recovery import recover_runs
+from ..loop.tool_loop import request_setup
+from ..transcript.messages import append_messages, create_conversation
 
 __all__ = [
     "EXPORT_FORMATS",

@@ -38,9 +38,9 @@ from conversations.tools import (
     validate_arguments,
 )
 
+from ..transcript.messages import append_after, append_messages
 from .fencing import hold_run
 from .hot_path import Held, hold_for_results, update_call_states
-from .messages import append_after, append_messages
 
 __all__ = [
     "ANSWER_TEXTS",
