@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from conversations.api.events import STRIDE, RunEventStream
+from conversations.api.sse.views import STRIDE, RunEventStream
 from conversations.domain import ToolCall
 from conversations.models import Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text

@@ -172,7 +172,7 @@ class RowEvents:
     def _render(self, slots: Sequence[tuple[int, str, Any]]) -> list[RunEvent] | None:
         from conversations.selectors import runs_with_calls
 
-        from .serializers import MessageSerializer, RunSerializer, ToolCallSerializer
+        from ..serializers import MessageSerializer, RunSerializer, ToolCallSerializer
 
         run_data: dict[str, Any] | None = None
         if any(kind in ("run_started", "run_finished") for _, kind, _ in slots):
@@ -199,7 +199,7 @@ class RowEvents:
                 message, call = subject
                 data = {"position": message.position, "call": ToolCallSerializer(call).data}
             elif kind in ("approval.requested", "approval.decided"):
-                from .approvals import ApprovalSerializer
+                from ..resources.approvals import ApprovalSerializer
 
                 message, approval = subject
                 data = {"position": message.position, "approval": ApprovalSerializer(approval).data}

@@ -19,10 +19,10 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 from conversations.models import Message, ToolCallStatus
 from conversations.selectors.search import SearchFilters, highlight, query_words, search_messages
 
-from .base import ConversationsAPIView
-from .errors import APIError, error_item
-from .responses import AUTH_ERRORS, ERR_400_LIST
-from .schema import document
+from ..base import ConversationsAPIView
+from ..errors import APIError, error_item
+from ..responses import AUTH_ERRORS, ERR_400_LIST
+from ..schema import document
 
 __all__ = ["SearchView"]
 

@@ -46,8 +46,8 @@ from django.db import close_old_connections, connections
 from conversations import events
 from conversations.events import CHANGED, DELTA_TYPES, LiveEvent
 
-from .event_rows import RowEvents, RunEvent
-from .stream_slots import release_connections
+from .rows import RowEvents, RunEvent
+from .slots import release_connections
 
 __all__ = [
     "FALLBACK_POLL_SECONDS",

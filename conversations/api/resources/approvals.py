@@ -20,11 +20,11 @@ from conversations.models import ApprovalDecision, ApprovalLevel, ToolApproval
 from conversations.services import decide_approval
 from conversations.services.loop import uses_workers
 
-from .base import ConversationsAPIView
-from .errors import APIError, blame_configuration
-from .responses import AUTH_ERRORS, ERR_401
-from .schema import NamedChoiceField, document
-from .serializers import ErrorSerializer, RunSerializer, ToolCallSerializer
+from ..base import ConversationsAPIView
+from ..errors import APIError, blame_configuration
+from ..responses import AUTH_ERRORS, ERR_401
+from ..schema import NamedChoiceField, document
+from ..serializers import ErrorSerializer, RunSerializer, ToolCallSerializer
 
 __all__ = [
     "ApprovalListView",

@@ -35,7 +35,9 @@ from django.db import close_old_connections
 from conversations import events, selectors
 from conversations.models import BUSY_RUN_STATUSES, Message, Run, ToolApproval, ToolCall
 
-from .ai_sdk_chunks import (
+from ..sse.slots import release_connections
+from ..sse.stream import FALLBACK_POLL_SECONDS, POLL_SECONDS
+from .chunks import (
     DONE,
     FAILED_STATUSES,
     Chunk,
@@ -45,8 +47,6 @@ from .ai_sdk_chunks import (
     run_message_id,
     thinking_texts,
 )
-from .event_stream import FALLBACK_POLL_SECONDS, POLL_SECONDS
-from .stream_slots import release_connections
 
 __all__ = ["KEEPALIVE_SECONDS", "MAX_STREAM_SECONDS", "ChatStream"]
 

@@ -18,18 +18,19 @@ from conversations.services import history, submit_message
 from conversations.services.loop import uses_workers
 from conversations.services.usage import ensure_within_budgets
 
-from .errors import blame_configuration
-from .message_stream import answer_with_events, wants_event_stream
-from .responses import AUTH_ERRORS, ERR_400, ERR_404
-from .responses import error_response as _error
-from .schema import CREATED_LOCATION, EVENT_STREAM, document
-from .serializers import (
+from ..errors import blame_configuration
+from ..responses import AUTH_ERRORS, ERR_400, ERR_404
+from ..responses import error_response as _error
+from ..schema import CREATED_LOCATION, EVENT_STREAM, document
+from ..serializers import (
     ConversationSerializer,
     MessageInputSerializer,
     PostMessageResultSerializer,
 )
-from .throttling import MessageRateThrottle
-from .views import _ConversationQueries, run_answer
+from ..sse.posting import answer_with_events, wants_event_stream
+from ..throttling import MessageRateThrottle
+from .conversations import ConversationQueries
+from .messages import run_answer
 
 __all__ = ["BranchListView", "EditMessageView", "ForkView", "RegenerateView"]
 
@@ -54,7 +55,7 @@ class TurnResultSerializer(PostMessageResultSerializer):
     conversation = ConversationSerializer(help_text="The new branch.")
 
 
-class ForkView(_ConversationQueries):
+class ForkView(ConversationQueries):
     """Copy the start of a conversation into a new branch."""
 
     @document(
@@ -86,7 +87,7 @@ class ForkView(_ConversationQueries):
         return self.show(branch.pk, status.HTTP_201_CREATED)
 
 
-class _TurnView(_ConversationQueries):
+class _TurnView(ConversationQueries):
     """Answers like posting a message does, plus the branch."""
 
     def get_throttles(self) -> list[Any]:
@@ -204,7 +205,7 @@ class RegenerateView(_TurnView):
         return self.answer(request, branch, None)
 
 
-class BranchListView(_ConversationQueries):
+class BranchListView(ConversationQueries):
     """Every conversation of the family this one belongs to."""
 
     @document(

@@ -1,8 +1,8 @@
 """``GET /api/runs/{id}/events/``: a run's events as Server-Sent Events.
 
-The stream is :class:`~conversations.api.event_stream.RunEventStream`: the
+The stream is :class:`~conversations.api.sse.stream.RunEventStream`: the
 persisted events (numbered from the run's rows, see
-:mod:`conversations.api.event_rows`) after ``Last-Event-ID``, then, while an
+:mod:`conversations.api.sse.rows`) after ``Last-Event-ID``, then, while an
 answer streams, one ``inflight`` event with the answer so far and its live
 deltas (``text.delta``, ``reasoning.delta``, ``tool_call.delta``, without
 ids), with new persisted events as soon as the loop commits them (the
@@ -28,16 +28,16 @@ from rest_framework.authentication import TokenAuthentication
 from conversations.conf import app_settings
 from conversations.models import Run
 
-from .errors import answer_database_busy, error_body, error_item
-from .event_rows import STRIDE, RunEvent
-from .event_stream import (
+from ..errors import answer_database_busy, error_body, error_item
+from .rows import STRIDE, RunEvent
+from .slots import acquire_stream_slot, releasing, releasing_async
+from .stream import (
     FALLBACK_POLL_SECONDS,
     KEEPALIVE_SECONDS,
     MAX_STREAM_SECONDS,
     POLL_SECONDS,
     RunEventStream,
 )
-from .stream_slots import acquire_stream_slot, releasing, releasing_async
 
 __all__ = [
     "FALLBACK_POLL_SECONDS",

@@ -18,9 +18,9 @@ from rest_framework.request import Request
 from conversations.models import Conversation, Run
 from conversations.services import submit_message
 
-from .errors import blame_configuration
-from .events import RunEventStream, event_stream_response, too_many_streams
-from .stream_slots import acquire_stream_slot, release_stream_slot
+from ..errors import blame_configuration
+from .slots import acquire_stream_slot, release_stream_slot
+from .views import RunEventStream, event_stream_response, too_many_streams
 
 __all__ = ["answer_with_events", "wants_event_stream"]
 

@@ -10,9 +10,9 @@ from rest_framework.request import Request
 
 from conversations.selectors.export import conversation_lines
 
-from .base import ConversationsAPIView
-from .responses import AUTH_ERRORS
-from .schema import document
+from ..base import ConversationsAPIView
+from ..responses import AUTH_ERRORS
+from ..schema import document
 
 __all__ = ["ExportAllView"]
 

@@ -31,16 +31,16 @@ from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.services import submit_message
 from conversations.services.usage import ensure_within_budgets
 
-from .ai_sdk_chunks import HEADERS, run_message_id, thinking_texts
-from .ai_sdk_stream import ChatStream
-from .base import ConversationsAPIView
-from .errors import APIError, blame_configuration, error_item, json_pointer
-from .responses import AUTH_ERRORS, ERR_404, ERR_409, error_response
-from .schema import NamedChoiceField, document
-from .serializers import MessageInputSerializer
-from .stream_slots import acquire_stream_slot, release_stream_slot, releasing, releasing_async
-from .throttling import MessageRateThrottle
-from .views import run_answer
+from ..base import ConversationsAPIView
+from ..errors import APIError, blame_configuration, error_item, json_pointer
+from ..resources.messages import run_answer
+from ..responses import AUTH_ERRORS, ERR_404, ERR_409, error_response
+from ..schema import NamedChoiceField, document
+from ..serializers import MessageInputSerializer
+from ..sse.slots import acquire_stream_slot, release_stream_slot, releasing, releasing_async
+from ..throttling import MessageRateThrottle
+from .chunks import HEADERS, run_message_id, thinking_texts
+from .stream import ChatStream
 
 __all__ = ["ChatView", "chat_content", "start_chat_run", "ui_messages"]
 

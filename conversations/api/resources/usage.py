@@ -19,10 +19,10 @@ from rest_framework.response import Response
 from conversations.conf import app_settings
 from conversations.selectors.usage import UsageRow, usage_calls, usage_totals
 
-from .base import ConversationsAPIView
-from .errors import QueryValidationError
-from .schema import document
-from .serializers import ErrorSerializer
+from ..base import ConversationsAPIView
+from ..errors import QueryValidationError
+from ..schema import document
+from ..serializers import ErrorSerializer
 
 __all__ = ["UsageView"]
 
