@@ -16,57 +16,22 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations import selectors
-from conversations.models import ApprovalDecision, ApprovalLevel, ToolApproval
 from conversations.services import decide_approval
 from conversations.services.loop import uses_workers
 
+from ..approval_serializers import ApprovalSerializer
 from ..base import ConversationsAPIView
 from ..errors import APIError, blame_configuration
 from ..responses import AUTH_ERRORS, ERR_401
-from ..schema import NamedChoiceField, document
-from ..serializers import ErrorSerializer, RunSerializer, ToolCallSerializer
+from ..schema import document
+from ..serializers import ErrorSerializer, RunSerializer
 
 __all__ = [
     "ApprovalListView",
-    "ApprovalSerializer",
     "DecisionInputSerializer",
     "ToolCallApproveView",
     "ToolCallRejectView",
 ]
-
-
-class ApprovalSerializer(serializers.Serializer[Any]):
-    """The decision one tool call waits for (or received)."""
-
-    tool_call = ToolCallSerializer()
-    description = serializers.SerializerMethodField()
-    conversation = serializers.UUIDField(source="run.conversation_id")
-    run = serializers.UUIDField(source="run_id")
-    level = NamedChoiceField(choices=ApprovalLevel.choices, component_name="ApprovalLevel")
-    arguments_digest = serializers.CharField(
-        help_text="SHA-256 of the call's canonical arguments JSON when approval was asked."
-    )
-    decision = NamedChoiceField(
-        choices=ApprovalDecision.choices,
-        component_name="ApprovalDecision",
-        help_text="Empty while pending.",
-    )
-    decided_by = serializers.CharField(
-        source="decided_by.get_username",
-        allow_null=True,
-        help_text="Who decided; null while pending or when the system decided.",
-    )
-    decided_at = serializers.DateTimeField(allow_null=True)
-    reason = serializers.CharField()
-    requested_at = serializers.DateTimeField()
-    expires_at = serializers.DateTimeField(allow_null=True)
-
-    def get_description(self, obj: ToolApproval) -> str:
-        """What the tool does (as the model was told), so the approver knows what runs."""
-        from conversations.tools import registry
-
-        tool = registry.get(obj.tool_call.name)
-        return tool.description if tool is not None else ""
 
 
 class DecisionInputSerializer(serializers.Serializer[Any]):

@@ -172,6 +172,7 @@ class RowEvents:
     def _render(self, slots: Sequence[tuple[int, str, Any]]) -> list[RunEvent] | None:
         from conversations.selectors import runs_with_calls
 
+        from ..approval_serializers import ApprovalSerializer
         from ..serializers import MessageSerializer, RunSerializer, ToolCallSerializer
 
         run_data: dict[str, Any] | None = None
@@ -199,8 +200,6 @@ class RowEvents:
                 message, call = subject
                 data = {"position": message.position, "call": ToolCallSerializer(call).data}
             elif kind in ("approval.requested", "approval.decided"):
-                from ..resources.approvals import ApprovalSerializer
-
                 message, approval = subject
                 data = {"position": message.position, "approval": ApprovalSerializer(approval).data}
             else:  # tool_call_finished
