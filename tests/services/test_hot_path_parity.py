@@ -357,6 +357,27 @@ def test_charge_run_writes_the_counters_the_orm_does(run, calls, cost):
     assert_same_rows(by_hand, by_orm, writes=True)
 
 
+def test_a_run_claimed_on_a_whole_second_is_held_by_both(run):
+    # SQLite compares the claim as text, and a whole second is spelled without a fraction.
+    claimed = run.claimed_at.replace(microsecond=0)
+    Run.objects.filter(pk=run.pk).update(claimed_at=claimed)
+    run.claimed_at = claimed
+    mine = copy.deepcopy(run)
+    assert_same_rows(
+        lambda: hot_path.charge_run(mine, Usage(10, 5), rounds=1, cost=None),
+        lambda: charge_run_orm(
+            copy.deepcopy(run), Usage(10, 5), rounds=1, cost=None, now=mine.heartbeat_at
+        ),
+        writes=True,
+    )
+    mine = copy.deepcopy(run)
+    assert_same_rows(
+        lambda: hot_path.hold_for_results(mine),
+        lambda: hold_for_results_orm(copy.deepcopy(run), now=mine.conversation.updated_at),
+        writes=True,
+    )
+
+
 @pytest.mark.parametrize("how", FENCES)
 def test_charge_run_of_a_run_no_longer_held_writes_nothing(run, how):
     stop_holding(run, how)
