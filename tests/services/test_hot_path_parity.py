@@ -39,10 +39,11 @@ from conversations.models import (
     ToolSetting,
 )
 from conversations.selectors import tool_settings
-from conversations.services import hot_path
-from conversations.services.budgets import applicable_budgets
-from conversations.services.fencing import held_run
-from conversations.services.prices import PRICE_FIELDS, Prices
+from conversations.services.loop import hot_path
+from conversations.services.loop.fencing import held_run
+from conversations.services.transcript.messages import touch_conversation
+from conversations.services.usage.budgets import applicable_budgets
+from conversations.services.usage.prices import PRICE_FIELDS, Prices
 
 from .hot_path_parity import assert_same_rows
 
@@ -406,7 +407,7 @@ INSTANTS = {
 @pytest.mark.parametrize("now", INSTANTS.values(), ids=INSTANTS)
 def test_touch_conversation_writes_what_the_orm_does(conversation, now):
     assert_same_rows(
-        lambda: hot_path.touch_conversation(conversation.pk, now),
+        lambda: touch_conversation(conversation.pk, now),
         lambda: touch_conversation_orm(conversation.pk, now),
         writes=True,
     )
@@ -416,7 +417,7 @@ def test_touch_conversation_of_a_deleted_conversation_writes_nothing(conversatio
     pk = conversation.pk
     conversation.delete()
     outcome = assert_same_rows(
-        lambda: hot_path.touch_conversation(pk, timezone.now()),
+        lambda: touch_conversation(pk, timezone.now()),
         lambda: touch_conversation_orm(pk, timezone.now()),
         writes=False,
     )

@@ -24,8 +24,9 @@ from django.utils import timezone
 from conversations.domain import ChatMessage, ToolCall
 from conversations.models import Budget, BudgetCounter
 from conversations.models import ToolCall as ToolCallRow
-from conversations.services import hot_path
-from conversations.services.messages import append_messages
+from conversations.services.loop import hot_path
+from conversations.services.transcript.messages import append_messages
+from conversations.services.usage.budgets import charge_counters
 
 from .hot_path_parity import assert_same_rows
 
@@ -196,7 +197,7 @@ def test_charge_counters_writes_what_the_orm_does(budgets, charges):
             apply(list(zip(ids, starts, strict=True)), tokens=tokens, cost=cost)
 
     assert_same_rows(
-        lambda: charge(hot_path.charge_counters),
+        lambda: charge(charge_counters),
         lambda: charge(charge_counters_orm),
         writes=True,
     )
@@ -210,7 +211,7 @@ def test_charge_counters_of_nothing_left_to_charge_writes_nothing(budgets, delet
     else:
         counters = []
     assert_same_rows(
-        lambda: hot_path.charge_counters(counters, tokens=5, cost=Decimal(1)),
+        lambda: charge_counters(counters, tokens=5, cost=Decimal(1)),
         lambda: charge_counters_orm(counters, tokens=5, cost=Decimal(1)),
         writes=False,
     )
