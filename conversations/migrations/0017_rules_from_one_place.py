@@ -6,7 +6,7 @@ it now lives in one place, ``conversations/models/rules/`` (one module per
 dialect), which this migration installs: each rule is dropped and created
 again, on PostgreSQL and SQLite alike. The SQL is what those migrations left
 (up to its layout), so nothing changes in a database that had them all; the earlier
-migrations keep their own SQL as the history of how it got there (docs/adr/0017).
+migrations keep their own SQL as the history of how it got there (docs/adr/0018).
 
 A later migration that changes a rule edits its definition there, installs
 it the same way, and records the new ``RULES_DIGEST``:

@@ -78,12 +78,7 @@ def install_rules(
 
 
 def drop_rules(connection: BaseDatabaseWrapper, *, names: Iterable[str] | None = None) -> None:
-    """Drop the rules (all, or those ``names``) from ``connection`` if they exist.
-
-    On SQLite a migration that rebuilds a table (``_remake_table``) calls this
-    first, since the rebuild trips and then loses the triggers around it, and
-    :func:`install_rules` at its end.
-    """
+    """Drop the rules (all, or those ``names``) from ``connection`` if they exist."""
     chosen = _chosen(connection.vendor, names)
     with connection.cursor() as cursor:
         # Every trigger before any function: a function cannot go while a trigger runs it.

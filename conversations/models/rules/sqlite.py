@@ -6,7 +6,7 @@ A refusal is ``RAISE(ABORT, '<rule>: <why>')`` in a ``BEFORE`` trigger
 deferred ones: every check is row by row, and deleting an answer is left to
 the application. It serialises writers, so the checks take no lock. A table
 rebuild (``_remake_table``) drops the triggers on that table: a migration
-that rebuilds one installs them again (``conversations.models.rules``).
+that rebuilds one saves and restores them (``0010_hardening``).
 """
 
 from __future__ import annotations
