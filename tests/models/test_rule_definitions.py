@@ -193,3 +193,16 @@ def test_the_first_migration_from_the_definitions_installs_what_the_ones_before_
         assert installed() == before
     finally:
         call_command("migrate", "conversations", verbosity=0)
+
+
+def test_normalising_drops_layout_and_comments_but_keeps_quoted_text():
+    written = """
+        CREATE TRIGGER t -- why it exists
+        WHEN ( NEW.a IN ('x  y', 'it''s -- no comment') )
+        BEGIN SELECT 1; END;
+    """
+
+    assert rules.normalised(written) == (
+        "CREATE TRIGGER t WHEN (NEW.a IN ('x  y', 'it''s -- no comment')) BEGIN SELECT 1; END"
+    )
+    assert rules.normalised("a - b --c\n'unclosed") == "a - b 'unclosed"

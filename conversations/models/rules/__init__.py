@@ -51,6 +51,7 @@ class Rule:
 
 def rules(vendor: str) -> tuple[Rule, ...]:
     """Every rule of ``vendor`` (a connection's ``vendor``); none for a database the app does not guard."""
+    # Imported here: the dialect modules build their rules from this module's ``Rule``.
     from . import postgresql, sqlite
 
     return {"postgresql": postgresql.RULES, "sqlite": sqlite.RULES}.get(vendor, ())
@@ -104,7 +105,9 @@ def _chosen(vendor: str, names: Iterable[str] | None) -> tuple[Rule, ...]:
     return tuple(rule for rule in every if rule.name in wanted)
 
 
-_TOKEN = re.compile(r"'(?:[^']|'')*'|--[^\n]*|\s+|[^'\s-]+|-")
+# A quoted string, a comment, a run of whitespace, or anything else (one character
+# at a time where nothing longer matches, so no character is ever skipped).
+_TOKEN = re.compile(r"'(?:[^']|'')*'|--[^\n]*|\s+|[^'\s-]+|.", re.DOTALL)
 
 
 def normalised(sql: str) -> str:
@@ -117,8 +120,12 @@ def normalised(sql: str) -> str:
     for token in _TOKEN.findall(sql):
         if token.startswith("--"):
             continue
-        parts.append(" " if token.isspace() else token)
-    text = re.sub(r" {2,}", " ", "".join(parts)).strip()
+        if token.isspace():
+            if parts and parts[-1] != " ":
+                parts.append(" ")
+            continue
+        parts.append(token)
+    text = "".join(parts).strip()
     # Only outside quotes: split on the quoted strings and keep them as they are.
     pieces = re.split(r"('(?:[^']|'')*')", text)
     for i in range(0, len(pieces), 2):
