@@ -89,3 +89,16 @@ def test_normalising_drops_layout_and_comments_but_keeps_quoted_text():
         "CREATE TRIGGER t WHEN (NEW.a IN ('x  y', 'it''s -- no comment')) BEGIN SELECT 1; END"
     )
     assert rules.normalised("a - b --c\n'unclosed") == "a - b 'unclosed"
+
+
+def test_installing_a_rule_that_does_not_exist_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"^names: no \w+ rule is called conversations_nope$"):
+        rules.install_rules(connection, search_config="simple", names=["conversations_nope"])
+
+
+@pytest.mark.postgres
+def test_the_search_document_is_not_installed_without_a_configuration():
+    with pytest.raises(ValueError, match=r"^search_config: "):
+        rules.install_rules(connection, names=["conversations_search_document"])
+
+    assert differences() == []
