@@ -146,7 +146,7 @@ def verdict(name: str, per_message: dict[int, float]) -> None:
 def store_conversation(user: Any, size: int) -> Any:
     """A conversation of ``size`` messages in valid turns, appended 500 messages at a time."""
     from conversations.domain import ChatMessage, ToolCall
-    from conversations.services.messages import append_messages, create_conversation
+    from conversations.services.transcript.messages import append_messages, create_conversation
 
     conversation = create_conversation(owner=user, title=f"history of {size}")
     turns = []

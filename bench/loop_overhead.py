@@ -261,8 +261,8 @@ class Ours:
         is marked at each model call.
         """
         from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
-        from conversations.services.messages import create_conversation
-        from conversations.services.tool_loop import run_tool_loop
+        from conversations.services.loop.tool_loop import run_tool_loop
+        from conversations.services.transcript.messages import create_conversation
 
         def tool_round(round_index: int) -> Callable[..., Any]:
             # Callables, so each turn gets fresh call ids (unique per conversation anyway).

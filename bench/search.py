@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> None:
     from conversations.domain import ChatMessage, ToolCall
     from conversations.models import Conversation, Message
     from conversations.selectors.search import search_messages
-    from conversations.services.messages import append_messages
+    from conversations.services.transcript.messages import append_messages
 
     call_command("migrate", verbosity=0)
     rng = random.Random(args.seed)

@@ -142,7 +142,7 @@ def running_runs(count: int) -> list[str]:
     from conversations import events
     from conversations.models import Conversation
     from conversations.providers.scripted import ScriptedProvider
-    from conversations.services.runs import claim_run, start_run
+    from conversations.services.loop.runs import claim_run, start_run
 
     user = get_user_model().objects.get(username="bench")
     runs = []

@@ -26,8 +26,9 @@ from typing import Any
 from conversations.exceptions import ConversationsError, RunAlreadyClaimed
 from conversations.models import Run
 from conversations.publishing import EXECUTE_RUN_TASK, RECOVER_RUNS_TASK
-from conversations.services import execute_run, expire_approvals, recover_runs
-from conversations.services.executors import requeue_runs, uses_workers
+from conversations.services import execute_run, recover_runs
+from conversations.services.approvals import expire_approvals
+from conversations.services.loop import requeue_runs, uses_workers
 
 __all__ = ["execute_queued_run", "execute_run_task", "recover_runs_task"]
 

@@ -1,4 +1,4 @@
-"""Every ``conversations`` name the README and docs/ show can be imported.
+"""Every ``conversations`` name the README, CONTRIBUTING, docs/ and the ADRs show can be imported.
 
 The names come from the fenced code blocks (``from conversations... import``
 lines and dotted names) and from the prose's backticked spans of README.md and
@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCUMENTS = [
+    REPO / "README.md",
+    REPO / "CONTRIBUTING.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    *sorted((REPO / "docs" / "adr").glob("*.md")),
+]
 
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 BACKTICKS = re.compile(r"`([^`\n]+)`")
@@ -116,3 +121,38 @@ def test_a_documented_name_can_be_imported(name, document):
         resolve(name)
     except (ImportError, AttributeError) as exc:
         pytest.fail(f"{document} shows {name}, which cannot be imported: {exc}")
+
+
+WHERE_ROW = re.compile(r"^\| (?P<what>[^|]+) \| (?P<where>[^|]+) \|$", re.MULTILINE)
+
+
+def _contributing_map() -> list[str]:
+    """The paths of CONTRIBUTING.md's "where code lives" table, in order."""
+    text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text.split("## Where code lives", 1)[1].split("\n## ", 1)[0]
+    paths = []
+    for row in WHERE_ROW.finditer(section):
+        paths += [span for span in BACKTICKS.findall(row["where"]) if "/" in span]
+    return paths
+
+
+def test_every_path_of_the_contributing_map_exists():
+    paths = _contributing_map()
+    assert paths, "the map has no rows"
+    missing = [path for path in paths if not (REPO / path).exists()]
+    assert missing == [], f"CONTRIBUTING.md names paths that do not exist: {missing}"
+
+
+def test_every_package_of_the_app_is_on_the_contributing_map():
+    """Each package of ``conversations/`` (and each capability of services and api) has a row."""
+    named = {path.rstrip("/").removesuffix("/__init__.py") for path in _contributing_map()}
+    app = REPO / "conversations"
+    packages = [p for p in app.iterdir() if (p / "__init__.py").exists()]
+    packages += [p for p in (app / "services").iterdir() if (p / "__init__.py").exists()]
+    packages += [p for p in (app / "api").iterdir() if (p / "__init__.py").exists()]
+    unnamed = sorted(
+        path.relative_to(REPO).as_posix()
+        for path in packages
+        if path.relative_to(REPO).as_posix() not in named
+    )
+    assert unnamed == [], f"packages missing from CONTRIBUTING.md's map: {unnamed}"

@@ -2,7 +2,7 @@
 
 A provider's key is never shown: the admin displays the *reference* and
 whether it resolves, and the "test connection" actions report the outcome of
-:func:`~conversations.services.providers.check_connection` (an error's code
+:func:`~conversations.services.configuration.providers.check_connection` (an error's code
 and its detail, with any resolved key scrubbed once more). The forms live in
 :mod:`.forms`.
 """
@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from conversations.models import LanguageModel, Profile, Provider, ToolCall, ToolSetting
 from conversations.secrets import resolve
 from conversations.services.approvals import resolve_approval_level
-from conversations.services.providers import ConnectionCheck, check_connection
+from conversations.services.configuration import ConnectionCheck, check_connection
 from conversations.tools import registry
 
 from .columns import titled

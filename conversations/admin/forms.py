@@ -15,7 +15,7 @@ from django.http import QueryDict
 from conversations.exceptions import ConfigurationError
 from conversations.models import LanguageModel, Profile, Provider
 from conversations.providers.base import SAMPLING_PARAMETERS, TOOL_CHOICE_KEYWORDS
-from conversations.services.providers import accepted_sampling_parameters
+from conversations.services.configuration import accepted_sampling_parameters
 from conversations.tools import registry
 
 __all__ = ["LanguageModelForm", "ProfileForm", "ProviderForm", "temperature_warning"]

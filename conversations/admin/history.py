@@ -21,12 +21,8 @@ from conversations import selectors
 from conversations.exceptions import ConversationBusy, RunNotRunning
 from conversations.models import BUSY_RUN_STATUSES, Conversation, Message, Run, RunStatus, ToolCall
 from conversations.selectors.search import matching_conversations
-from conversations.services import (
-    answer_open_calls,
-    cancel_run,
-    delete_conversation,
-    recover_runs,
-)
+from conversations.services import cancel_run, delete_conversation, recover_runs
+from conversations.services.loop import answer_open_calls
 
 from .columns import compact_count, titled
 from .display import (

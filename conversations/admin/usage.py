@@ -21,7 +21,7 @@ from django.urls import URLPattern, path, reverse
 from conversations.conf import app_settings
 from conversations.models import Budget, ModelCall
 from conversations.selectors.usage import UsageRow, usage_calls, usage_totals
-from conversations.services.budgets import budget_statuses
+from conversations.services.usage import budget_statuses
 
 from .charts import daily_chart
 from .display import ReadOnlyAdmin, object_link

@@ -2,8 +2,21 @@
 
 from django.urls import path, re_path, register_converter
 
-from . import ai_sdk, approvals, branches, data, docs, events, fallback, search, usage, views
+from . import docs, fallback
+from .ai_sdk import views as ai_sdk
 from .converters import RowIdConverter
+from .resources import (
+    approvals,
+    branches,
+    catalog,
+    data,
+    messages,
+    runs,
+    search,
+    usage,
+)
+from .resources import conversations as conversation_views
+from .sse import views as events
 
 # Named after the app: converter names are global to the whole project.
 register_converter(RowIdConverter, "conversations_row_id")
@@ -11,20 +24,24 @@ register_converter(RowIdConverter, "conversations_row_id")
 app_name = "conversations"
 
 urlpatterns = [
-    path("conversations/", views.ConversationListView.as_view(), name="conversation-list"),
+    path(
+        "conversations/",
+        conversation_views.ConversationListView.as_view(),
+        name="conversation-list",
+    ),
     path(
         "conversations/import/",
-        views.ConversationImportView.as_view(),
+        conversation_views.ConversationImportView.as_view(),
         name="conversation-import",
     ),
     path(
         "conversations/<uuid:conversation_id>/",
-        views.ConversationDetailView.as_view(),
+        conversation_views.ConversationDetailView.as_view(),
         name="conversation-detail",
     ),
     path(
         "conversations/<uuid:conversation_id>/messages/",
-        views.ConversationMessagesView.as_view(),
+        messages.ConversationMessagesView.as_view(),
         name="conversation-messages",
     ),
     path(
@@ -34,12 +51,12 @@ urlpatterns = [
     ),
     path(
         "conversations/<uuid:conversation_id>/runs/",
-        views.ConversationRunsView.as_view(),
+        runs.ConversationRunsView.as_view(),
         name="conversation-runs",
     ),
     path(
         "conversations/<uuid:conversation_id>/export/",
-        views.ConversationExportView.as_view(),
+        conversation_views.ConversationExportView.as_view(),
         name="conversation-export",
     ),
     path(
@@ -62,8 +79,8 @@ urlpatterns = [
         branches.BranchListView.as_view(),
         name="conversation-branches",
     ),
-    path("runs/<uuid:run_id>/", views.RunDetailView.as_view(), name="run-detail"),
-    path("runs/<uuid:run_id>/cancel/", views.RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<uuid:run_id>/", runs.RunDetailView.as_view(), name="run-detail"),
+    path("runs/<uuid:run_id>/cancel/", runs.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
     path("approvals/", approvals.ApprovalListView.as_view(), name="approval-list"),
     path(
@@ -78,8 +95,8 @@ urlpatterns = [
     ),
     path("export/", data.ExportAllView.as_view(), name="export"),
     path("search/", search.SearchView.as_view(), name="search"),
-    path("tools/", views.ToolListView.as_view(), name="tool-list"),
-    path("profiles/", views.ProfileListView.as_view(), name="profile-list"),
+    path("tools/", catalog.ToolListView.as_view(), name="tool-list"),
+    path("profiles/", catalog.ProfileListView.as_view(), name="profile-list"),
     path("usage/", usage.UsageView.as_view(), name="usage"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),
     path("docs/", docs.DocsView.as_view(), name="docs"),

@@ -6,7 +6,7 @@ The tool loop publishes two kinds of events for a run:
   ``tool_call.delta``), never stored as rows; each carries ``seq``, a number
   that grows by one per delta of the run;
 - ``changed`` after each commit that added or changed the run's rows, so a
-  watcher reads the persisted events (``conversations.api.events``) at once
+  watcher reads the persisted events (``conversations.api.sse.views``) at once
   instead of polling for them.
 
 Watchers :func:`subscribe` (or, in asyncio code, :func:`asubscribe`) to one
@@ -185,7 +185,7 @@ async def ainflight(run_id: UUID | str) -> dict[str, Any] | None:
     """:func:`inflight` for asyncio code, in the shared thread pool.
 
     Not ``cache.aget``: Django runs that on the request's own thread, which
-    an event stream has let go (``conversations.api.event_stream``).
+    an event stream has let go (``conversations.api.sse.stream``).
     """
     return await sync_to_async(inflight, thread_sensitive=False)(run_id)
 

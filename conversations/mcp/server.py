@@ -27,7 +27,7 @@ from conversations.conf import app_settings
 from conversations.models import MCPCall, Profile
 from conversations.selectors import available_tools
 from conversations.services.approvals import approval_levels
-from conversations.services.tool_calls import (
+from conversations.services.loop import (
     INVALID_ARGUMENTS,
     TOOL_ERROR,
     TOOL_FAILED,

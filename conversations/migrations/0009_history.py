@@ -3,7 +3,7 @@
 Conversations learn where they were forked from (``forked_from``,
 ``forked_at_position``, ``branch_root``; existing rows become their own
 roots), profiles a retention period, and messages a full-text index kept by
-the database (``conversations.services.search_index``: a GIN-indexed
+the database (``conversations.services.transcript.search_index``: a GIN-indexed
 ``tsvector`` with triggers on PostgreSQL, an FTS5 table with triggers on
 SQLite).
 
@@ -26,13 +26,13 @@ def _fill_branch_roots(apps, schema_editor):
 
 
 def _install_search(apps, schema_editor):
-    from conversations.services.search_index import install_search_index
+    from conversations.services.transcript.search_index import install_search_index
 
     install_search_index(schema_editor.connection)
 
 
 def _remove_search(apps, schema_editor):
-    from conversations.services.search_index import remove_search_index
+    from conversations.services.transcript.search_index import remove_search_index
 
     remove_search_index(schema_editor.connection)
 

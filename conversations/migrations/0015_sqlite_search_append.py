@@ -12,7 +12,7 @@ from django.db import migrations
 
 
 def _install(apps, schema_editor):
-    from conversations.services.search_index import install_search_triggers
+    from conversations.services.transcript.search_index import install_search_triggers
 
     install_search_triggers(schema_editor.connection)
 

@@ -85,7 +85,7 @@ NO_ORPHANS = _lean._function(
 def _install(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
-    from conversations.services.search_index import install_search_triggers
+    from conversations.services.transcript.search_index import install_search_triggers
 
     schema_editor.execute(NO_ORPHANS, params=None)
     install_search_triggers(schema_editor.connection)

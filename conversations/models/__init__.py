@@ -3,8 +3,9 @@
 Models hold shape and constraints, not behaviour. Every rule the database can
 check on one row is a named ``CheckConstraint``/``UniqueConstraint`` here (both
 SQLite and PostgreSQL enforce them); the rules that need other rows are
-triggers installed by migration ``0002_triggers``. ``docs/data-model.md`` lists
-each of the ten conversation rules and what enforces it on each database.
+triggers, whose current SQL for each database is in ``rules`` (the migrations
+install it). ``docs/data-model.md`` lists each of the ten conversation rules
+and what enforces it on each database.
 
 Once inserted, a message's conversation, position, role and tool call, and a
 call's message and conversation, never change (a trigger refuses it): the
@@ -14,8 +15,9 @@ Split by concern: ``constraints`` (the expressions the checks are built
 from), ``config`` (providers, language models, profiles, tool switches) and
 ``transcript`` (conversations, messages, tool calls, runs) and ``usage``
 (the model-call ledger, budgets and their per-period counters) and ``mcp``
-(MCP servers, the tools they list, calls of ours over MCP). Everything is
-importable from here, which is also where migrations find ``JSONTypeOf``.
+(MCP servers, the tools they list, calls of ours over MCP). Every model is
+importable from here, which is also where migrations find ``JSONTypeOf``;
+``rules`` holds no model and is imported as ``conversations.models.rules``.
 """
 
 from .approvals import ApprovalDecision, ApprovalLevel, ToolApproval

@@ -1,6 +1,6 @@
 """Full-text search over messages: contents, tool names, tool arguments and tool results.
 
-The index is kept by the database (``conversations.services.search_index``):
+The index is kept by the database (``conversations.services.transcript.search_index``):
 a GIN-indexed ``tsvector`` on PostgreSQL, an FTS5 table on SQLite. A query is
 its words, all required (``plainto_tsquery`` on PostgreSQL, quoted FTS5
 terms on SQLite, so no operator syntax leaks through). Rank is higher for a

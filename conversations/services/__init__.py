@@ -1,71 +1,70 @@
-"""Writes: one module per use case; the public functions are re-exported here.
+"""The app's use cases: what a host project calls. Everything else is private.
 
-``messages`` appends under the grammar, ``runs`` starts, claims, heartbeats,
-cancels and finishes runs, ``tool_calls`` checks, executes and answers calls
-(and holds every text the model is told about them), ``tool_loop`` drives the
-rounds, ``approvals`` holds a turn for a human decision, ``decisions`` stores
-decisions and resumes runs, ``recovery`` ends runs whose process died,
-``executors`` chooses who executes a run, ``conversations`` imports, updates,
-deletes and exports.
+The services are grouped by capability, each group a package whose
+``__init__`` is its face for the rest of the app:
+
+- ``loop``: runs, rounds, the tool runner, the hot path, fencing, recovery,
+  executors (inline or Celery);
+- ``history``: messages under the grammar, branches, import and export, the
+  search index, retention;
+- ``usage``: the ledger, prices, budgets, tracing;
+- ``approvals``: the approval policy and decisions;
+- ``configuration``: provider records into adapters, connection checks.
+
+This module re-exports the documented use cases only; ``tests/test_public_api.py``
+pins the list, so adding or removing one is a visible change.
 """
 
-from .approvals import approval_levels, approval_required, arguments_digest
-from .conversations import (
-    EXPORT_FORMATS,
+from .approvals.decisions import decide_approval
+from .configuration.providers import ConnectionCheck, build_provider, check_connection
+from .history.branches import edit_message, fork_conversation, regenerate_answer
+from .history.conversations import (
     delete_conversation,
     export_payload,
     import_conversation,
     update_conversation,
 )
-from .decisions import Decision, can_decide, decide_approval, expire_approvals
-from .executors import requeue_runs, submit_message, submit_run, uses_workers
-from .messages import MessageDetails, append_messages, create_conversation
-from .providers import build_provider, completion_options, provider_from_record
-from .recovery import recover_runs
-from .runs import (
-    cancel_run,
-    claim_run,
-    end_unclaimed_run,
-    finish_run,
-    start_run,
-    worker_name,
+from .history.retention import (
+    RetentionReport,
+    erase_user,
+    purge_conversations,
+    redact_conversation,
 )
-from .tool_calls import answer_open_calls
-from .tool_loop import RequestSetup, execute_run, request_setup, run_tool_loop
+from .loop.approvals import approval_required
+from .loop.executors import submit_message
+from .loop.recovery import recover_runs
+from .loop.runs import cancel_run, start_run
+from .loop.tool_loop import execute_run, run_tool_loop
+from .transcript.messages import MessageDetails, append_messages, create_conversation
+from .transcript.search_index import rebuild_search_index
+from .usage.budgets import budget_statuses
 
 __all__ = [
-    "EXPORT_FORMATS",
-    "Decision",
+    "ConnectionCheck",
     "MessageDetails",
-    "RequestSetup",
-    "answer_open_calls",
+    "RetentionReport",
     "append_messages",
-    "approval_levels",
     "approval_required",
-    "arguments_digest",
+    "budget_statuses",
     "build_provider",
-    "can_decide",
     "cancel_run",
-    "claim_run",
-    "completion_options",
+    "check_connection",
     "create_conversation",
     "decide_approval",
     "delete_conversation",
-    "end_unclaimed_run",
+    "edit_message",
+    "erase_user",
     "execute_run",
-    "expire_approvals",
     "export_payload",
-    "finish_run",
+    "fork_conversation",
     "import_conversation",
-    "provider_from_record",
+    "purge_conversations",
+    "rebuild_search_index",
     "recover_runs",
-    "request_setup",
-    "requeue_runs",
+    "redact_conversation",
+    "regenerate_answer",
     "run_tool_loop",
     "start_run",
     "submit_message",
-    "submit_run",
     "update_conversation",
-    "uses_workers",
-    "worker_name",
 ]

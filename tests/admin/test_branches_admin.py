@@ -7,7 +7,7 @@ import pytest
 from conversations.domain import ChatMessage, ToolCall
 from conversations.models import Conversation, Message
 from conversations.services import append_messages, create_conversation
-from conversations.services.branches import fork_conversation
+from conversations.services.history.branches import fork_conversation
 
 from .conftest import admin_url
 

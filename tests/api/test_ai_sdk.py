@@ -308,7 +308,7 @@ def test_under_asgi_the_same_stream_comes_from_an_async_generator(user, demo_con
 
 def follow(conversation, profile, content="hi"):
     """A started run (no process executes it yet) and a stream following it."""
-    from conversations.api.ai_sdk_stream import ChatStream
+    from conversations.api.ai_sdk.stream import ChatStream
 
     run = start_run(conversation=conversation, content=content, profile=profile)
     return run, ChatStream(run, events.subscribe(run.pk))

@@ -200,7 +200,7 @@ def test_anonymous_is_refused(anonymous, demo_conversation):
 
 
 def test_the_event_stream_shows_requests_then_decisions(api, demo_conversation):
-    from conversations.api.events import STRIDE, RunEventStream
+    from conversations.api.sse.views import STRIDE, RunEventStream
 
     run = hold(demo_conversation, MAIL, NOW)
     stream = RunEventStream(run.pk)

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from conversations.models import Budget, BudgetCounter, Conversation, Run
-from conversations.services.budgets import period_bounds
+from conversations.services.usage.budgets import period_bounds
 
 from .conftest import scripted_turn
 

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from conversations.models import Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import get_history
-from conversations.services.runs import CANCEL_CHECK_INTERVAL, claim_run, start_run
+from conversations.services.loop.runs import CANCEL_CHECK_INTERVAL, claim_run, start_run
 from conversations.tools import registry, tool
 from tests.providers.replay import assert_every_adapter_accepts
 

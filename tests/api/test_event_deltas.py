@@ -20,11 +20,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations import events
-from conversations.api.events import STRIDE, RunEventStream
+from conversations.api.sse.views import STRIDE, RunEventStream
 from conversations.models import Run
 from conversations.providers.scripted import ScriptedProvider, scripted_text
 from conversations.services import execute_run
-from conversations.services.runs import claim_run, start_run
+from conversations.services.loop.runs import claim_run, start_run
 
 pytestmark = pytest.mark.django_db
 

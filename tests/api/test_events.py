@@ -17,12 +17,12 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from conversations.api.events import STRIDE, RunEventStream
+from conversations.api.sse.views import STRIDE, RunEventStream
 from conversations.domain import ToolCall
 from conversations.models import Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import execute_run
-from conversations.services.runs import (
+from conversations.services.loop.runs import (
     CANCEL_CHECK_INTERVAL,
     cancel_run,
     claim_run,

@@ -12,7 +12,7 @@ from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
 from conversations.selectors import available_tools, history_for_provider
-from conversations.services.providers import completion_options
+from conversations.services.configuration.providers import completion_options
 from tests.conftest import SYSTEM_PROMPT
 
 pytestmark = pytest.mark.django_db

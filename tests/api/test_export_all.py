@@ -10,8 +10,8 @@ from conversations.domain import ChatMessage, ToolCall
 from conversations.models import Conversation, Run
 from conversations.selectors import get_history
 from conversations.selectors.export import conversation_lines
-from conversations.services.branches import fork_conversation
-from conversations.services.messages import append_messages
+from conversations.services.history.branches import fork_conversation
+from conversations.services.transcript.messages import append_messages
 
 from .conftest import scripted_turn
 

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from conversations import signals
 from conversations.models import Conversation, Run
-from conversations.services.runs import start_run
+from conversations.services.loop.runs import start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -9,10 +9,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from conversations.api.events import RunEventStream
+from conversations.api.sse.views import RunEventStream
 from conversations.models import Conversation, Run
 from conversations.providers.scripted import ScriptedProvider
-from conversations.services.runs import claim_run, start_run
+from conversations.services.loop.runs import claim_run, start_run
 
 pytestmark = pytest.mark.django_db
 

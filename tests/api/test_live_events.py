@@ -20,7 +20,8 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from conversations.models import Run
-from conversations.services import claim_run, start_run
+from conversations.services import start_run
+from conversations.services.loop import claim_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from conversations import events
 from conversations.models import Conversation, Run
 from conversations.providers.demo import DemoProvider
-from conversations.services.runs import start_run
+from conversations.services.loop.runs import start_run
 
 from .test_event_deltas import parse
 

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from conversations.models import Run
-from conversations.services import claim_run
+from conversations.services.loop import claim_run
 
 from .conftest import scripted_turn
 

@@ -18,9 +18,9 @@ from conversations.exceptions import ConfigurationError
 from conversations.models import Conversation, Message, Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors.search import highlight, search_config
-from conversations.services.messages import MessageDetails, append_messages
-from conversations.services.retention import redact_conversation
-from conversations.services.search_index import rebuild_search_index
+from conversations.services.history.retention import redact_conversation
+from conversations.services.transcript.messages import MessageDetails, append_messages
+from conversations.services.transcript.search_index import rebuild_search_index
 
 pytestmark = pytest.mark.django_db
 
@@ -233,7 +233,7 @@ def test_the_index_is_rebuilt_identically(api, talk):
 
 
 def test_a_branch_is_searchable_like_its_source(api, talk, demo_conversation):
-    from conversations.services.branches import fork_conversation
+    from conversations.services.history.branches import fork_conversation
 
     branch = fork_conversation(conversation=demo_conversation, position=2)
     titles = {r["conversation"]["id"] for r in _found(api, q="zyxcorp")["results"]}

@@ -18,11 +18,11 @@ import pytest
 from django.db import connections
 
 from conversations import events
-from conversations.api.event_stream import RunEventStream
+from conversations.api.sse.stream import RunEventStream
 from conversations.domain import TextDelta
 from conversations.providers.scripted import ScriptedProvider, scripted_stream, scripted_text
 from conversations.services import execute_run
-from conversations.services.runs import start_run
+from conversations.services.loop.runs import start_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

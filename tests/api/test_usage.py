@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from conversations.models import Budget, LanguageModel, ModelCall, Profile, Run
-from conversations.services.budgets import period_bounds
+from conversations.services.usage.budgets import period_bounds
 
 from .conftest import scripted_turn
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from conversations.domain import ChatMessage, ToolCall
 from conversations.models import Conversation, LanguageModel, Profile, Provider, Run
 from conversations.models import ToolCall as ToolCallRow
-from conversations.services.messages import append_messages, create_conversation
+from conversations.services.transcript.messages import append_messages, create_conversation
 
 pytestmark = pytest.mark.django_db
 

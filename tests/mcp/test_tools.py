@@ -14,7 +14,7 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import available_tools, get_history
 from conversations.services import run_tool_loop
-from conversations.services.approvals import approval_required
+from conversations.services.loop.approvals import approval_required
 from conversations.tools import registry, tool
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,11 +6,14 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from conversations.services.search_index import (
+from conversations.models import rules
+from conversations.services.transcript.search_index import (
     POSTGRES_SEARCH_FUNCTIONS,
     POSTGRES_SEARCH_TRIGGERS,
     SQLITE_SEARCH_TRIGGERS,
 )
+
+from . import rules_db
 
 RULE_TRIGGERS = {
     "conversations_message_answer_kept",
@@ -70,22 +73,30 @@ def test_every_trigger_is_installed(db):
 
 @pytest.mark.django_db(transaction=True)
 def test_migrating_to_zero_and_back():
+    previous, first, digest = rules_db.rule_installers()[0]
     call_command("migrate", "conversations", "zero", verbosity=0)
     try:
         assert installed_triggers() == set()
         assert installed_functions() == set()
         assert "conversations_message" not in connection.introspection.table_names()
+        call_command("migrate", "conversations", previous, verbosity=0)
+        left_by_history = rules_db.installed()
     finally:
         call_command("migrate", "conversations", verbosity=0)
     assert installed_triggers() == expected_triggers()
     assert "conversations_message" in connection.introspection.table_names()
+    # The first migration that installs the rules from their definitions installs
+    # what the migrations before it left (so it goes back as a no-op), as long as
+    # no later one changed a definition.
+    if digest == rules.digest():
+        assert rules_db.installed() == left_by_history, f"{first} changed a rule"
 
 
 def test_the_search_index_can_be_installed_again_after_a_rebuild_dropped_it(db):
     from conversations.domain import ChatMessage
     from conversations.models import Conversation
-    from conversations.services.messages import append_messages
-    from conversations.services.search_index import install_search_index
+    from conversations.services.transcript.messages import append_messages
+    from conversations.services.transcript.search_index import install_search_index
 
     conversation = Conversation.objects.create(owner=_user(), title="t")
     with connection.cursor() as cursor:

@@ -34,15 +34,14 @@ from conversations.providers.scripted import ScriptedProvider, scripted_calls, s
 from conversations.selectors import get_history
 from conversations.services import (
     approval_required,
-    arguments_digest,
     cancel_run,
     decide_approval,
     execute_run,
-    expire_approvals,
     recover_runs,
     run_tool_loop,
 )
-from conversations.services.messages import create_conversation
+from conversations.services.approvals import arguments_digest, expire_approvals
+from conversations.services.transcript.messages import create_conversation
 from conversations.tasks import recover_and_requeue
 from conversations.tools import Tool, registry, tool
 
@@ -492,7 +491,7 @@ def test_a_good_approval_timeout_passes_the_checks(settings, value):
 def test_the_policy_costs_one_query_and_none_when_the_profile_decides(
     tools, django_assert_num_queries
 ):
-    from conversations.services import approval_levels
+    from conversations.services.approvals import approval_levels
 
     with django_assert_num_queries(1):
         assert approval_levels(profile=None, tools=tools.all()) == {

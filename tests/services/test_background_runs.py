@@ -13,8 +13,8 @@ import threading
 import pytest
 
 from conversations.models import Run
-from conversations.services import executors
-from conversations.services.executors import submit_message
+from conversations.services.loop import executors
+from conversations.services.loop.executors import submit_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,11 @@ from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import run_tool_loop
-from conversations.services.branches import edit_message, fork_conversation, regenerate_answer
+from conversations.services.history.branches import (
+    edit_message,
+    fork_conversation,
+    regenerate_answer,
+)
 from tests.models.sql import db_id, delete, insert, update
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from conversations.models import Budget, BudgetCounter, Conversation, ModelCall,
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import run_tool_loop
-from conversations.services.budgets import ensure_within_budgets, period_bounds
+from conversations.services.usage.budgets import ensure_within_budgets, period_bounds
 from conversations.tools import registry, tool
 
 TEN = Usage(prompt_tokens=6, completion_tokens=4)

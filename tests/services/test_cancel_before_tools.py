@@ -18,9 +18,9 @@ from conversations.models import Message, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_stream
 from conversations.services import cancel_run
-from conversations.services.messages import create_conversation
-from conversations.services.runs import start_run
-from conversations.services.tool_loop import execute_run
+from conversations.services.loop.runs import start_run
+from conversations.services.loop.tool_loop import execute_run
+from conversations.services.transcript.messages import create_conversation
 from conversations.tools import registry, tool
 
 pytestmark = pytest.mark.django_db

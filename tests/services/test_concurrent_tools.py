@@ -23,7 +23,7 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import run_tool_loop
-from conversations.services.runs import CANCEL_CHECK_INTERVAL, cancel_run
+from conversations.services.loop.runs import CANCEL_CHECK_INTERVAL, cancel_run
 from conversations.tools import ToolContext, ToolError, registry, tool
 from tests.providers.replay import assert_every_adapter_accepts
 

@@ -7,7 +7,10 @@ import pytest
 from conversations.checks import check_settings
 from conversations.exceptions import ConfigurationError
 from conversations.providers.demo import DemoProvider
-from conversations.services.providers import DEMO_STREAM_DELAY_VARIABLE, provider_from_record
+from conversations.services.configuration.providers import (
+    DEMO_STREAM_DELAY_VARIABLE,
+    provider_from_record,
+)
 
 
 def built(provider) -> DemoProvider:

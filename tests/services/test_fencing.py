@@ -16,10 +16,10 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_text
 from conversations.selectors import get_history
 from conversations.services import recover_runs, run_tool_loop
-from conversations.services.messages import append_messages
-from conversations.services.recovery import MIN_LEASE_SECONDS
-from conversations.services.runs import claim_run, finish_run, start_run
-from conversations.services.tool_calls import CallOutcome, persist_outcomes
+from conversations.services.loop.recovery import MIN_LEASE_SECONDS
+from conversations.services.loop.runs import claim_run, finish_run, start_run
+from conversations.services.loop.tool_calls import CallOutcome, persist_outcomes
+from conversations.services.transcript.messages import append_messages
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from conversations.providers.boundary import MAX_TOKEN_COUNT
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import run_tool_loop
-from conversations.services import tool_calls as tool_calls_module
-from conversations.services.tool_calls import TOOL_FAILED, tool_error_text
+from conversations.services.loop import tool_calls as tool_calls_module
+from conversations.services.loop.tool_calls import TOOL_FAILED, tool_error_text
 from conversations.tools import registry, tool
 from tests.fake_provider import FakeAnswer, FakeProviderServer, openai_body, openai_call
 

@@ -9,13 +9,13 @@ from conversations.domain import ChatMessage
 from conversations.exceptions import ConfigurationError
 from conversations.models import LanguageModel, Profile, Provider
 from conversations.services import append_messages
-from conversations.services.conversations import export_payload
-from conversations.services.providers import (
+from conversations.services.configuration.providers import (
     ConnectionCheck,
     accepted_sampling_parameters,
     check_connection,
     completion_options,
 )
+from conversations.services.history.conversations import export_payload
 
 pytestmark = pytest.mark.django_db
 

@@ -15,9 +15,10 @@ from conversations.exceptions import ConversationBusy, InvalidArgumentError
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
-from conversations.services import EXPORT_FORMATS, export_payload, run_tool_loop
-from conversations.services.branches import fork_conversation
-from conversations.services.retention import (
+from conversations.services import export_payload, run_tool_loop
+from conversations.services.history import EXPORT_FORMATS
+from conversations.services.history.branches import fork_conversation
+from conversations.services.history.retention import (
     erase_user,
     expired_conversations,
     purge_conversations,

@@ -33,7 +33,8 @@ from django.db import connection, transaction
 
 from conversations.models import Budget, BudgetCounter, Message, ModelCall, Run, ToolCall
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
-from conversations.services import create_conversation, run_tool_loop, runs
+from conversations.services import create_conversation, run_tool_loop
+from conversations.services.loop import runs
 from conversations.tools import registry, tool
 
 pytestmark = pytest.mark.django_db(transaction=True)

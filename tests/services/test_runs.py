@@ -29,9 +29,9 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import append_messages, execute_run, run_tool_loop
-from conversations.services import runs as runs_service
-from conversations.services.executors import submit_run
-from conversations.services.runs import (
+from conversations.services.loop import runs as runs_service
+from conversations.services.loop.executors import submit_run
+from conversations.services.loop.runs import (
     CANCEL_CHECK_INTERVAL,
     Heartbeat,
     cancel_run,

@@ -35,10 +35,10 @@ from conversations.providers.options import CompletionOptions
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import history_for_provider
 from conversations.services import cancel_run
-from conversations.services.live import CANCELLED_FINISH_REASON, LiveRun
-from conversations.services.messages import create_conversation
-from conversations.services.runs import start_run
-from conversations.services.tool_loop import execute_run
+from conversations.services.loop.live import CANCELLED_FINISH_REASON, LiveRun
+from conversations.services.loop.runs import start_run
+from conversations.services.loop.tool_loop import execute_run
+from conversations.services.transcript.messages import create_conversation
 from conversations.tools import registry, tool
 from tests.providers.mock_http import Recorder, streamed
 

@@ -16,13 +16,13 @@ from conversations.selectors import get_history
 from conversations.services import (
     append_messages,
     cancel_run,
-    claim_run,
     execute_run,
     import_conversation,
     run_tool_loop,
     start_run,
 )
-from conversations.services.tool_calls import TOOL_ERROR, TOOL_FAILED
+from conversations.services.loop import claim_run
+from conversations.services.loop.tool_calls import TOOL_ERROR, TOOL_FAILED
 from conversations.tools import ToolError, registry, tool
 
 pytestmark = pytest.mark.django_db
@@ -169,7 +169,7 @@ def test_interrupted_and_cancelled_answers_are_flagged(conversation, tools, sett
             Run.objects.filter(status=Run.Status.RUNNING).update(cancel_requested=True)
             return "2"
 
-        from conversations.services import runs
+        from conversations.services.loop import runs
 
         original, runs.CANCEL_CHECK_INTERVAL = runs.CANCEL_CHECK_INTERVAL, 0
         try:

@@ -19,7 +19,7 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import run_tool_loop
-from conversations.services.messages import append_messages, create_conversation
+from conversations.services.transcript.messages import append_messages, create_conversation
 from conversations.tools import registry, tool
 
 pytestmark = pytest.mark.django_db
@@ -328,7 +328,7 @@ def test_live_run_makes_the_conversation_busy(conversation, tools):
 def test_queries_per_round_do_not_grow_with_calls(user, tools, monkeypatch):
     from django.test.utils import CaptureQueriesContext
 
-    from conversations.services import runs
+    from conversations.services.loop import runs
 
     # Between tools the cancel flag is read at most every interval: a slow
     # machine would pay one more query for the longer turn. Counted here: structure.

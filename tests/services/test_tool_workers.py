@@ -21,7 +21,7 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import run_tool_loop
-from conversations.services.tool_runner import _Workers
+from conversations.services.loop.tool_runner import _Workers
 from conversations.tools import ToolContext, registry, tool
 
 WAIT = 10.0

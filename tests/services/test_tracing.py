@@ -244,7 +244,8 @@ def test_without_the_extra_nothing_is_imported_and_spans_do_nothing():
         import django, os
         os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings_test"
         django.setup()
-        from conversations.services import tracing, tool_loop
+        from conversations.services.usage import tracing
+        from conversations.services.loop import tool_loop
         assert tracing.ENABLED is False
         with tracing.agent_span(profile="p", conversation_id="c", provider="x"):
             with tracing.chat_span(provider="x", model="m", conversation_id="c", messages=[]) as s:

@@ -11,7 +11,7 @@ from conversations.exceptions import ProviderTimeout
 from conversations.models import ModelCall, Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import run_tool_loop
-from conversations.services.usage import Prices, call_cost
+from conversations.services.usage.ledger import Prices, call_cost
 from conversations.tools import registry, tool
 
 D = Decimal

@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from conversations.domain import ChatMessage
 from conversations.models import Conversation, Provider, Run
-from conversations.services.messages import append_messages
+from conversations.services.transcript.messages import append_messages
 
 from .test_tasks import CELERY, published
 

@@ -26,9 +26,10 @@ from conversations.exceptions import ConfigurationError
 from conversations.models import Conversation, Provider, Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import get_history
-from conversations.services import claim_run, start_run
-from conversations.services.executors import requeue_runs, submit_message
-from conversations.services.messages import append_messages
+from conversations.services import start_run
+from conversations.services.loop import claim_run
+from conversations.services.loop.executors import requeue_runs, submit_message
+from conversations.services.transcript.messages import append_messages
 from conversations.tasks import execute_queued_run
 from tests.processes import ROOT
 

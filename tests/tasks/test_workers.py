@@ -22,7 +22,8 @@ from rest_framework.test import APIClient
 
 from conversations.models import Conversation, Run, ToolCall
 from conversations.selectors import get_history
-from conversations.services import claim_run, start_run
+from conversations.services import start_run
+from conversations.services.loop import claim_run
 from conversations.tasks import execute_run_task
 from tests.providers.replay import assert_every_adapter_accepts
 

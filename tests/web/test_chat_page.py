@@ -13,7 +13,7 @@ from django.urls import reverse
 from conversations.domain import ChatMessage
 from conversations.models import Conversation
 from conversations.services import append_messages
-from conversations.services.branches import fork_conversation
+from conversations.services.history.branches import fork_conversation
 from project.demo_tools.management.commands.setup_demo import DEMO_USERNAME
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.models import Profile
-from conversations.services.providers import check_connection
+from conversations.services.configuration import check_connection
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.services.retention import MODES, erase_user
+from conversations.services.history import MODES, erase_user
 
 from .purge_conversations import write_report
 

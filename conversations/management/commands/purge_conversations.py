@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from conversations.services.retention import MODES, RetentionReport, purge_conversations
+from conversations.services.history import MODES, RetentionReport, purge_conversations
 
 
 def write_report(command: BaseCommand, report: RetentionReport) -> None:

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 
 from conversations.selectors.search import search_config
-from conversations.services.search_index import rebuild_search_index
+from conversations.services.transcript import rebuild_search_index
 
 
 class Command(BaseCommand):

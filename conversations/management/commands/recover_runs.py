@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.services.decisions import expire_approvals
-from conversations.services.recovery import MIN_LEASE_SECONDS, recover_runs
+from conversations.services.approvals import expire_approvals
+from conversations.services.loop import MIN_LEASE_SECONDS, recover_runs
 
 
 class Command(BaseCommand):
@@ -47,7 +47,7 @@ class Command(BaseCommand):
                 f"(run {decision.run.pk}, now {decision.run.status})"
             )
         if requeue:
-            from conversations.services.executors import requeue_runs, uses_workers
+            from conversations.services.loop import requeue_runs, uses_workers
 
             if not uses_workers():
                 raise CommandError("--requeue needs CONVERSATIONS['EXECUTOR'] = 'celery'")

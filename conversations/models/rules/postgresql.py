@@ -1,0 +1,427 @@
+"""The triggers and PL/pgSQL functions of PostgreSQL: the conversation grammar, approvals, search.
+
+Every refusal raises ``check_violation`` (SQLSTATE class 23) naming the rule
+as its constraint, which Django raises as ``django.db.IntegrityError``. The
+grammar's insert checks are statement-level over the inserted rows
+(``REFERENCING NEW TABLE``): a turn's k calls or k answers are checked by one
+query per rule, and the error is about the first offending row. The rule-8
+checks first lock the conversation row (``FOR NO KEY UPDATE``, the lock
+``append_messages`` takes too), so two concurrent writers cannot each miss
+the other's uncommitted row. ``plan_cache_mode = force_custom_plan`` makes a
+function plan its queries with their actual values instead of keeping a
+generic plan made while the tables were small. docs/data-model.md tells
+which rule is which; the ADRs 0002, 0006, 0008, 0013 and 0016 tell why.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from . import SEARCH_CONFIG_MARK, Rule
+
+CONFIG = f"'{SEARCH_CONFIG_MARK}'::regconfig"
+
+
+def _function(name: str, body: str, *, declare: str = "", custom_plans: bool = True) -> str:
+    """The PL/pgSQL trigger function ``name``; ``custom_plans`` plans each query with its values."""
+    plans = " SET plan_cache_mode = force_custom_plan" if custom_plans else ""
+    variables = f"DECLARE\n{declare}\n" if declare else ""
+    return (
+        f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql{plans} AS $$\n"
+        f"{variables}BEGIN\n{body}\nEND\n$$;"
+    )
+
+
+def _refusal(rule: str, message: str, *args: str) -> str:
+    """``RAISE`` a ``check_violation`` that names the rule as the constraint broken."""
+    arguments = "".join(f", {arg}" for arg in args)
+    return (
+        f"RAISE EXCEPTION '{message}'{arguments}\n"
+        f"        USING ERRCODE = 'check_violation', CONSTRAINT = '{rule}', TABLE = TG_TABLE_NAME;"
+    )
+
+
+def _refused_if_found(rule: str, message: str, *args: str) -> str:
+    """The end of a check whose query found an offending row (``FOUND``)."""
+    return f"    IF FOUND THEN\n        {_refusal(rule, message, *args)}\n    END IF;\n    RETURN NULL;"
+
+
+def _check(
+    name: str, table: str, rows: str, query: str, refusal: tuple[str, ...], declare: str = ""
+) -> Rule:
+    """A check of the rows one ``INSERT`` added (``rows``), refusing when ``query`` finds one.
+
+    ``refusal`` is the message and its arguments; ``declare`` the variables
+    the query selects into.
+    """
+    return Rule(
+        name,
+        table,
+        (
+            _function(name, query + _refused_if_found(name, *refusal), declare=declare),
+            f"CREATE TRIGGER {name} AFTER INSERT ON {table}"
+            f" REFERENCING NEW TABLE AS {rows} FOR EACH STATEMENT EXECUTE FUNCTION {name}();",
+        ),
+    )
+
+
+def _immutable(name: str, table: str, columns: tuple[str, ...], message: str, arg: str) -> Rule:
+    """``columns`` never change once the row is stored: the insert-time checks stay true."""
+    changed = "\n      OR ".join(
+        f"OLD.{column} IS DISTINCT FROM NEW.{column}" for column in columns
+    )
+    return Rule(
+        name,
+        table,
+        (
+            _function(name, f"    {_refusal(name, message, arg)}\n    RETURN NEW;"),
+            f"CREATE TRIGGER {name}\nBEFORE UPDATE OF {', '.join(columns)}"
+            f" ON {table} FOR EACH ROW\nWHEN ({changed})\nEXECUTE FUNCTION {name}();",
+        ),
+    )
+
+
+# The grammar: calls ------------------------------------------------------------------------
+
+TOOLCALL_ASSISTANT_MESSAGE = _check(
+    "conversations_toolcall_assistant_message",
+    "conversations_toolcall",
+    "new_calls",
+    """
+    SELECT n.call_id INTO bad FROM new_calls n
+     WHERE NOT EXISTS (SELECT 1 FROM conversations_message m
+                        WHERE m.id = n.message_id AND m.role = 'assistant')
+     ORDER BY n.id LIMIT 1;
+""",
+    ("tool call % must belong to an assistant message", "bad"),
+    declare="    bad text;",
+)
+
+TOOLCALL_CONVERSATION_MATCH = _check(
+    "conversations_toolcall_conversation_match",
+    "conversations_toolcall",
+    "new_calls",
+    """
+    SELECT n.call_id INTO bad FROM new_calls n
+     WHERE NOT EXISTS (SELECT 1 FROM conversations_message m
+                        WHERE m.id = n.message_id
+                          AND m.conversation_id = n.conversation_id)
+     ORDER BY n.id LIMIT 1;
+""",
+    ("tool call % must be in the conversation of its message", "bad"),
+    declare="    bad text;",
+)
+
+# Rule 8: a call may join an assistant turn only while no user, system or assistant
+# message follows it; the next such message is found through the partial index
+# conversations_message_turn_idx, whose condition the query repeats as written.
+TOOLCALL_NO_ORPHANS = _check(
+    "conversations_toolcall_no_orphans",
+    "conversations_toolcall",
+    "new_calls",
+    """
+    PERFORM 1 FROM conversations_conversation
+     WHERE id IN (SELECT conversation_id FROM new_calls) ORDER BY id FOR NO KEY UPDATE;
+    SELECT n.call_id INTO bad FROM new_calls n
+      JOIN conversations_message own ON own.id = n.message_id
+     WHERE EXISTS (SELECT 1 FROM conversations_message later
+                    WHERE later.conversation_id = own.conversation_id
+                      AND later."position" > own."position" AND NOT (later.role = 'tool'))
+     ORDER BY n.id LIMIT 1;
+""",
+    ("tool call % cannot be added to an assistant turn that later messages follow", "bad"),
+    declare="    bad text;",
+)
+
+TOOLCALL_IMMUTABLE = _immutable(
+    "conversations_toolcall_immutable",
+    "conversations_toolcall",
+    ("message_id", "conversation_id"),
+    "the message and conversation of tool call % cannot change",
+    "OLD.call_id",
+)
+
+# The grammar: messages ---------------------------------------------------------------------
+
+MESSAGE_ANSWER_PAIRING = _check(
+    "conversations_message_answer_pairing",
+    "conversations_message",
+    "new_messages",
+    """
+    PERFORM 1 FROM new_messages n
+      LEFT JOIN conversations_toolcall c ON c.id = n.tool_call_id
+      LEFT JOIN conversations_message m ON m.id = c.message_id
+     WHERE n.tool_call_id IS NOT NULL
+       AND (c.id IS NULL OR c.conversation_id <> n.conversation_id
+            OR m."position" >= n."position")
+     LIMIT 1;
+""",
+    ("a tool message must answer a call of its conversation made before it",),
+)
+
+# Rule 8 for a new message n: every earlier non-tool message was checked when it
+# was stored, so only the calls of the last turn before n can be open (or a call
+# made after n). Their answers can only lie between that turn and n: the range
+# bounds what the query reads whichever join the planner picks (ADR 0016).
+MESSAGE_NO_ORPHANS = _check(
+    "conversations_message_no_orphans",
+    "conversations_message",
+    "new_messages",
+    """
+    PERFORM 1 FROM conversations_conversation
+     WHERE id IN (SELECT conversation_id FROM new_messages WHERE role <> 'tool')
+     ORDER BY id FOR NO KEY UPDATE;
+    SELECT n.role, pending.calls INTO bad_role, open_calls FROM new_messages n
+      CROSS JOIN LATERAL (
+        SELECT string_agg(o.call_id, ', ' ORDER BY o.id) AS calls
+          FROM (SELECT c.id, c.call_id FROM conversations_toolcall c
+                 WHERE c.message_id = (SELECT l.id FROM conversations_message l
+                                        WHERE l.conversation_id = n.conversation_id
+                                          AND l."position" < n."position"
+                                          AND NOT (l.role = 'tool')
+                                        ORDER BY l."position" DESC LIMIT 1)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM conversations_message r
+                        WHERE r.conversation_id = n.conversation_id
+                          AND r."position" > (SELECT l."position" FROM conversations_message l
+                                               WHERE l.conversation_id = n.conversation_id
+                                                 AND l."position" < n."position"
+                                                 AND NOT (l.role = 'tool')
+                                               ORDER BY l."position" DESC LIMIT 1)
+                          AND r."position" < n."position"
+                          AND r.tool_call_id = c.id)
+                UNION ALL
+                SELECT c.id, c.call_id FROM conversations_message a
+                  JOIN conversations_toolcall c ON c.message_id = a.id
+                 WHERE a.conversation_id = n.conversation_id
+                   AND a."position" > n."position" AND NOT (a.role = 'tool')) o
+      ) pending
+     WHERE n.role <> 'tool' AND pending.calls IS NOT NULL
+     ORDER BY n."position" LIMIT 1;
+""",
+    ("a % message cannot follow unanswered tool calls: %", "bad_role", "open_calls"),
+    declare="    bad_role text;\n    open_calls text;",
+)
+
+MESSAGE_IMMUTABLE = _immutable(
+    "conversations_message_immutable",
+    "conversations_message",
+    ("conversation_id", '"position"', "role", "tool_call_id"),
+    "the conversation, position, role and tool call of message % cannot change",
+    "OLD.id",
+)
+
+# Deleting an answer is checked at commit (deferred), so deleting a whole
+# conversation or a history tail passes in any row order. SQLite has no
+# deferred triggers: there the application is responsible.
+MESSAGE_ANSWER_KEPT = Rule(
+    "conversations_message_answer_kept",
+    "conversations_message",
+    (
+        _function(
+            "conversations_message_answer_kept",
+            """
+    PERFORM 1 FROM conversations_conversation WHERE id = OLD.conversation_id FOR NO KEY UPDATE;
+    SELECT c.call_id INTO open_call
+      FROM conversations_toolcall c
+      JOIN conversations_message a ON a.id = c.message_id
+     WHERE c.id = OLD.tool_call_id
+       AND NOT EXISTS (SELECT 1 FROM conversations_message r
+                        WHERE r.tool_call_id = c.id)
+       AND EXISTS (SELECT 1 FROM conversations_message later
+                    WHERE later.conversation_id = a.conversation_id
+                      AND later."position" > a."position"
+                      AND later.role <> 'tool');
+"""
+            + _refused_if_found(
+                "conversations_message_answer_kept",
+                "deleting the answer to tool call % would leave it unanswered"
+                " before later messages",
+                "open_call",
+            ),
+            declare="    open_call text;",
+        ),
+        """
+CREATE CONSTRAINT TRIGGER conversations_message_answer_kept
+AFTER DELETE ON conversations_message DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+WHEN (OLD.tool_call_id IS NOT NULL)
+EXECUTE FUNCTION conversations_message_answer_kept();""",
+    ),
+)
+
+# Approvals ---------------------------------------------------------------------------------
+
+TOOLCALL_APPROVAL_REQUIRED = Rule(
+    "conversations_toolcall_approval_required",
+    "conversations_toolcall",
+    (
+        _function(
+            "conversations_toolcall_approval_required",
+            """
+    IF NEW.status IN ('running', 'succeeded') AND EXISTS (
+        SELECT 1 FROM conversations_toolapproval a
+         WHERE a.tool_call_id = NEW.id AND a.decision <> 'approved') THEN
+        """
+            + _refusal(
+                "conversations_toolcall_approval_required",
+                "tool call % has no granted approval",
+                "NEW.call_id",
+            )
+            + "\n    END IF;\n    RETURN NEW;",
+            custom_plans=False,
+        ),
+        """
+CREATE TRIGGER conversations_toolcall_approval_required
+BEFORE UPDATE OF status ON conversations_toolcall FOR EACH ROW
+EXECUTE FUNCTION conversations_toolcall_approval_required();""",
+    ),
+)
+
+# Only the decider of a decided approval may change: to NULL, when that user is deleted.
+TOOLAPPROVAL_DECISION_FINAL = Rule(
+    "conversations_toolapproval_decision_final",
+    "conversations_toolapproval",
+    (
+        _function(
+            "conversations_toolapproval_decision_final",
+            """
+    IF OLD.decision <> '' AND (NEW.decision IS DISTINCT FROM OLD.decision
+        OR NEW.reason IS DISTINCT FROM OLD.reason
+        OR NEW.decided_at IS DISTINCT FROM OLD.decided_at
+        OR NEW.arguments_digest IS DISTINCT FROM OLD.arguments_digest
+        OR NEW.level IS DISTINCT FROM OLD.level
+        OR NEW.tool_call_id IS DISTINCT FROM OLD.tool_call_id
+        OR NEW.run_id IS DISTINCT FROM OLD.run_id
+        OR NEW.requested_at IS DISTINCT FROM OLD.requested_at
+        OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
+        OR (NEW.decided_by_id IS NOT NULL AND NEW.decided_by_id IS DISTINCT FROM OLD.decided_by_id))
+    THEN
+        """
+            + _refusal(
+                "conversations_toolapproval_decision_final",
+                "approval of tool call % is already decided",
+                "OLD.tool_call_id",
+            )
+            + "\n    END IF;\n    RETURN NEW;",
+            custom_plans=False,
+        ),
+        """
+CREATE TRIGGER conversations_toolapproval_decision_final
+BEFORE UPDATE ON conversations_toolapproval FOR EACH ROW
+EXECUTE FUNCTION conversations_toolapproval_decision_final();""",
+    ),
+)
+
+# The search index --------------------------------------------------------------------------
+# conversations_message.search_vector (a tsvector no model declares) holds what a
+# message is found by: its content, the name of the call it answers, and the
+# names and argument values (strings and numbers, not keys) of the calls it
+# makes. The configuration is the one installed; rebuild_search_index changes it.
+
+# STABLE, not IMMUTABLE: it reads the calls of the message.
+SEARCH_DOCUMENT = Rule(
+    "conversations_search_document",
+    "",
+    (
+        f"""
+CREATE OR REPLACE FUNCTION conversations_search_document(body text, answered bigint, message bigint)
+RETURNS tsvector LANGUAGE sql STABLE AS $$
+SELECT to_tsvector({CONFIG}, coalesce(body, ''))
+    || to_tsvector({CONFIG}, coalesce((SELECT c.name FROM conversations_toolcall c
+                                        WHERE c.id = answered), ''))
+    || (SELECT to_tsvector({CONFIG}, coalesce(string_agg(c.name, ' '), ''))
+               || jsonb_to_tsvector({CONFIG}, coalesce(jsonb_agg(c.arguments), '[]'::jsonb),
+                                    '["string", "numeric"]')
+          FROM conversations_toolcall c WHERE c.message_id = message)
+$$;""",
+    ),
+    search_index=True,
+)
+
+MESSAGE_SEARCH = Rule(
+    "conversations_message_search",
+    "conversations_message",
+    (
+        """
+CREATE OR REPLACE FUNCTION conversations_message_search() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.search_vector := conversations_search_document(NEW.content, NEW.tool_call_id, NEW.id);
+    RETURN NEW;
+END
+$$;""",
+        """
+CREATE TRIGGER conversations_message_search
+BEFORE INSERT OR UPDATE OF content, tool_call_id ON conversations_message
+FOR EACH ROW EXECUTE FUNCTION conversations_message_search();""",
+    ),
+    search_index=True,
+)
+
+# A transition table cannot go with a column list: a call whose name or
+# arguments change is reindexed row by row (rare).
+TOOLCALL_SEARCH = Rule(
+    "conversations_toolcall_search",
+    "conversations_toolcall",
+    (
+        """
+CREATE OR REPLACE FUNCTION conversations_toolcall_search() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE conversations_message m
+       SET search_vector = conversations_search_document(m.content, m.tool_call_id, m.id)
+     WHERE m.id = NEW.message_id;
+    RETURN NULL;
+END
+$$;""",
+        """
+CREATE TRIGGER conversations_toolcall_search
+AFTER UPDATE OF name, arguments ON conversations_toolcall
+FOR EACH ROW EXECUTE FUNCTION conversations_toolcall_search();""",
+    ),
+    search_index=True,
+)
+
+# The calls of one INSERT, whatever their number: each message once (a turn's
+# calls are one statement for one message). One primary key lookup per message,
+# planned with its id: one UPDATE joined to the transition table could keep a
+# plan made for another size.
+TOOLCALL_SEARCH_INSERT = Rule(
+    "conversations_toolcall_search_insert",
+    "conversations_toolcall",
+    (
+        """
+CREATE OR REPLACE FUNCTION conversations_toolcall_search_insert() RETURNS trigger
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+    message bigint;
+BEGIN
+    FOR message IN SELECT DISTINCT message_id FROM new_calls LOOP
+        UPDATE conversations_message m
+           SET search_vector = conversations_search_document(m.content, m.tool_call_id, m.id)
+         WHERE m.id = message;
+    END LOOP;
+    RETURN NULL;
+END
+$$;""",
+        "CREATE TRIGGER conversations_toolcall_search_insert AFTER INSERT ON conversations_toolcall"
+        " REFERENCING NEW TABLE AS new_calls"
+        " FOR EACH STATEMENT EXECUTE FUNCTION conversations_toolcall_search_insert();",
+    ),
+    search_index=True,
+)
+
+RULES: Final = (
+    TOOLCALL_ASSISTANT_MESSAGE,
+    TOOLCALL_CONVERSATION_MATCH,
+    TOOLCALL_NO_ORPHANS,
+    TOOLCALL_IMMUTABLE,
+    MESSAGE_ANSWER_PAIRING,
+    MESSAGE_NO_ORPHANS,
+    MESSAGE_IMMUTABLE,
+    MESSAGE_ANSWER_KEPT,
+    TOOLCALL_APPROVAL_REQUIRED,
+    TOOLAPPROVAL_DECISION_FINAL,
+    SEARCH_DOCUMENT,
+    MESSAGE_SEARCH,
+    TOOLCALL_SEARCH,
+    TOOLCALL_SEARCH_INSERT,
+)

@@ -1,0 +1,24 @@
+"""Configuration records (Provider, LanguageModel, Profile) turned into adapters, and tested.
+
+``build_provider`` makes the adapter a profile asks for, ``completion_options``
+the options of its requests, and ``check_connection`` asks a provider for one
+short answer to tell whether its settings work.
+"""
+
+from .providers import (
+    ConnectionCheck,
+    accepted_sampling_parameters,
+    build_provider,
+    check_connection,
+    completion_options,
+    provider_from_record,
+)
+
+__all__ = [
+    "ConnectionCheck",
+    "accepted_sampling_parameters",
+    "build_provider",
+    "check_connection",
+    "completion_options",
+    "provider_from_record",
+]

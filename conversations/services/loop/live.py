@@ -1,0 +1,358 @@
+"""A run's answers as they are written: deltas to watchers, the whole answer to the loop.
+
+The tool loop hands each streamed answer to :meth:`LiveRun.consume`. The
+provider's stream is iterated in a helper thread that only moves its items
+onto a queue; the loop's thread takes them off, folds each delta into a
+:class:`~conversations.providers.streaming.PartialTurn`, writes the in-flight
+snapshot and then publishes the delta (see ``conversations.events``). No row
+is written per delta: what the loop stores is the final
+:class:`~conversations.domain.CompletionResponse`, exactly as if the answer
+had arrived whole.
+
+Waiting on the queue with a short timeout lets the loop notice a cancellation
+request within about a second even while the provider is silent. Then the
+helper thread is told to stop: it closes the provider's stream (in its own
+thread, the one iterating it) as soon as the stream hands it control, and
+whatever it still receives is dropped. The helper thread never touches the
+database, the cache or the events: everything the run records is written by
+the loop's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from conversations import events
+from conversations.domain import (
+    ChatMessage,
+    CompletionResponse,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
+from conversations.exceptions import ConversationsError, ProviderResponseError, RunCancelled
+from conversations.models import Budget, Run
+from conversations.providers.base import ChatProvider
+from conversations.providers.boundary import check_response
+from conversations.providers.options import CompletionOptions
+from conversations.providers.streaming import PartialTurn, deltas_of, stream_completion
+
+from ..usage import tracing
+from ..usage.budgets import budget_check
+from ..usage.ledger import record_failed_call
+from .runs import CancelWatch
+
+__all__ = [
+    "CANCELLED_FINISH_REASON",
+    "POLL_SECONDS",
+    "Asked",
+    "LiveRun",
+    "Streamed",
+    "ask",
+    "cut_short",
+]
+
+logger = logging.getLogger("conversations.tool_loop")
+
+POLL_SECONDS = 0.1
+"""How long the loop waits for the next delta before it looks at the cancel watch again."""
+
+CANCELLED_FINISH_REASON = "cancelled"
+"""The finish reason of an answer a cancellation cut short while it streamed."""
+
+_EVENT_TYPES: dict[type[Any], str] = {
+    TextDelta: "text.delta",
+    ReasoningDelta: "reasoning.delta",
+    ToolCallDelta: "tool_call.delta",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """How one streamed answer ended."""
+
+    partial: PartialTurn
+    """Everything the stream showed (the text so far, when it was cancelled)."""
+    response: CompletionResponse | None
+    """The provider's whole answer; ``None`` when the run was cancelled first."""
+    first_delta_ms: int | None
+    """Milliseconds from the request to the first delta (``None``: there was none)."""
+
+
+class _End:
+    """The stream ended (without its answer, unless that came first)."""
+
+
+_Item = StreamEvent | BaseException | _End
+
+
+class _Pump:
+    """Iterates a provider's stream in a helper thread, onto a queue the loop reads."""
+
+    def __init__(self, stream: Iterator[StreamEvent]) -> None:
+        self._stream = stream
+        self._items: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="conversations-stream", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def get(self, timeout: float) -> _Item | None:
+        """The next item, or ``None`` when none came within ``timeout`` seconds."""
+        try:
+            return self._items.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def stop(self) -> None:
+        """Ask the helper thread to close the stream the next time it has control."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        try:
+            for event in self._stream:
+                if self._stop.is_set():
+                    break
+                self._items.put(event)
+                if isinstance(event, CompletionResponse):
+                    break
+            else:
+                self._items.put(_End())
+        except BaseException as exc:  # handed over to the loop's thread, which raises it
+            self._items.put(exc)
+        finally:
+            # Here, in the thread that iterated it: a generator can only be closed
+            # while it is not running, and closing it closes its HTTP response.
+            close = getattr(self._stream, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
+
+
+class LiveRun:
+    """What watchers of one run see: its deltas, the in-flight snapshot, ``changed``."""
+
+    def __init__(self, run_id: UUID, *, stream: bool) -> None:
+        self.run_id = run_id
+        self.stream = stream
+        """Whether answers are asked for as streams (the profile's choice)."""
+        # ``seq`` grows over the whole run, also across a resumption in another process.
+        self.seq: int = _cached_int(_seq_key(run_id))
+        self._warned = False
+
+    def consume(
+        self, stream: Iterator[StreamEvent], *, watch: CancelWatch, started: float
+    ) -> Streamed:
+        """Relay ``stream`` until its answer arrives, the run is cancelled, or it fails.
+
+        ``started`` is the ``time.monotonic()`` of the request. A failure of
+        the provider is raised as it is (the snapshot is cleared first).
+        """
+        partial = PartialTurn()
+        first: int | None = None
+        pump = _Pump(stream)
+        pump.start()
+        try:
+            while True:
+                item = pump.get(POLL_SECONDS)
+                if isinstance(item, CompletionResponse):
+                    return Streamed(partial, item, first)
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, _End):
+                    raise ProviderResponseError("the stream ended without the whole answer")
+                if item is not None:
+                    if first is None:
+                        first = int((time.monotonic() - started) * 1000)
+                    partial.add(item)
+                    self._relay(item, partial)
+                if watch.cancelled():
+                    return Streamed(partial, None, first)
+        except BaseException:
+            self.clear()
+            raise
+        finally:
+            pump.stop()
+            self._remember_seq()
+
+    def _relay(
+        self, delta: TextDelta | ReasoningDelta | ToolCallDelta, partial: PartialTurn
+    ) -> None:
+        """Snapshot first, then publish: a watcher joining in between misses nothing."""
+        self.seq += 1
+        data: dict[str, Any] = {"seq": self.seq}
+        if isinstance(delta, ToolCallDelta):
+            data.update(index=delta.index, id=delta.id, name=delta.name, arguments=delta.arguments)
+        else:
+            data["text"] = delta.text
+        snapshot = {**partial.to_dict(), "seq": self.seq}
+        self._best_effort(events.set_inflight, self.run_id, snapshot)
+        self._best_effort(events.publish, self.run_id, _EVENT_TYPES[type(delta)], data)
+
+    def clear(self) -> None:
+        """Forget the in-flight snapshot (about to be stored, failed or cancelled).
+
+        Before its turn is stored, never after: a watcher reads the rows, then
+        the snapshot, and must not find the snapshot of a turn it has read.
+        """
+        self._best_effort(events.clear_inflight, self.run_id)
+
+    def changed(self) -> None:
+        """Publish ``changed`` once what the loop just wrote is committed."""
+        transaction.on_commit(
+            lambda: self._best_effort(events.publish, self.run_id, events.CHANGED, {}),
+            robust=True,
+        )
+
+    def _remember_seq(self) -> None:
+        self._best_effort(cache.set, _seq_key(self.run_id), self.seq, events.INFLIGHT_SECONDS)
+
+    def _best_effort(self, action: Any, *args: Any) -> None:
+        """Watching is best effort: a broken transport must not fail the run."""
+        try:
+            action(*args)
+        except Exception:
+            if not self._warned:
+                self._warned = True
+                logger.warning("run %s: live events are failing", self.run_id, exc_info=True)
+
+
+def _seq_key(run_id: UUID) -> str:
+    return f"conversations:seq:{run_id}"
+
+
+def _cached_int(key: str) -> int:
+    try:
+        value = cache.get(key)
+    except Exception:
+        logger.warning("the cache cannot be read; live events restart at seq 1", exc_info=True)
+        return 0
+    return value if isinstance(value, int) else 0
+
+
+# Asking the model ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """One provider request as the loop stores it."""
+
+    response: CompletionResponse
+    started_at: datetime
+    latency_ms: int
+    first_delta_ms: int | None
+    """Milliseconds to the first delta of a streamed answer (``None``: not streamed)."""
+    cancelled: bool
+    """``response`` is the text received before a cancellation cut the stream."""
+    budgets: Sequence[Budget] = ()
+    """The budgets that covered it, as the check before it read them (it is charged to them)."""
+
+    @property
+    def budgets_apply(self) -> bool:
+        """Whether any budget covered the request."""
+        return bool(self.budgets)
+
+
+def ask(
+    run: Run,
+    provider: ChatProvider,
+    history: Sequence[ChatMessage],
+    specs: Sequence[ToolSpec],
+    options: CompletionOptions,
+    watch: CancelWatch,
+    live: LiveRun,
+    *,
+    budgets_apply: bool | None = None,
+) -> Asked:
+    """One provider request, after the budgets allowed it; a failed one is recorded as such.
+
+    Streamed when the profile says so (a provider without ``stream()`` answers
+    whole, relayed as one piece); a cancellation that came before any text is
+    recorded as a failed request and raised. ``budgets_apply=False``: the
+    caller has just read that no budget covers the run, so none is checked.
+    """
+    covering: Sequence[Budget] = ()
+    if budgets_apply is not False:
+        started_at, covering = budget_check(run=run)
+    else:
+        started_at = timezone.now()
+    started = time.monotonic()
+    name = getattr(provider, "provider_name", "provider")
+    first_delta_ms: int | None = None
+    cancelled = False
+    try:
+        with tracing.chat_span(
+            provider=run.provider,
+            model=options.model or run.model,
+            conversation_id=run.conversation_id,
+            messages=history,
+        ) as span:
+            if live.stream:
+                stream, streams = _open_stream(provider, history, specs, options)
+                streamed = live.consume(stream, watch=watch, started=started)
+                first_delta_ms = streamed.first_delta_ms if streams else None
+                cancelled = streamed.response is None
+                response = streamed.response or cut_short(
+                    streamed.partial, model=options.model or run.model, provider=name
+                )
+            else:
+                response = provider.complete(history, tools=specs, options=options)
+            # Adapters over HTTP check at their boundary already; any other provider
+            # (a scripted or a host's own) is held to the same rules here.
+            response = check_response(response, provider=name)
+            span.answered(response)
+    except Exception as exc:
+        code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
+        elapsed = int((time.monotonic() - started) * 1000)
+        record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
+        raise
+    latency_ms = int((time.monotonic() - started) * 1000)
+    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, covering)
+
+
+def _open_stream(
+    provider: ChatProvider,
+    history: Sequence[ChatMessage],
+    specs: Sequence[ToolSpec],
+    options: CompletionOptions,
+) -> tuple[Iterator[StreamEvent], bool]:
+    """The provider's stream, and whether it really streams (else its whole answer in pieces)."""
+    # A class that names ChatProvider as its base inherits a stream() stub that streams nothing.
+    if getattr(type(provider), "stream", ChatProvider.stream) is not ChatProvider.stream:
+        try:
+            return stream_completion(provider, history, tools=specs, options=options), True
+        except NotImplementedError:
+            pass  # An adapter without its streaming hooks answers whole.
+    return deltas_of(provider.complete(history, tools=specs, options=options)), False
+
+
+def cut_short(partial: PartialTurn, *, model: str, provider: str) -> CompletionResponse:
+    """The text a cancellation cut short, as a turn: calls still arriving are dropped.
+
+    Raises :class:`RunCancelled` when there is no text: then nothing is stored
+    (the ledger records the request as failed).
+    """
+    if not partial.text:
+        raise RunCancelled("the run was cancelled before the answer began")
+    return CompletionResponse(
+        content=partial.text,
+        model=model,
+        finish_reason=CANCELLED_FINISH_REASON,
+        provider=provider,
+    )

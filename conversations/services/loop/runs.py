@@ -1,0 +1,489 @@
+"""The run lifecycle: start, claim, heartbeat, cancel and finish a run.
+
+A run is ``running`` from :func:`start_run` until exactly one of
+:func:`finish_run` (the loop, a cancellation of a queued run) or recovery
+ends it. Whoever ends it answers the calls still open first, so the stored
+history stays one every provider accepts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from django.db import DatabaseError, IntegrityError, transaction
+from django.utils import timezone
+
+from conversations import signals
+from conversations.conf import app_settings
+from conversations.domain import ChatMessage
+from conversations.exceptions import (
+    ApprovalPending,
+    ConfigurationError,
+    ConversationBusy,
+    ConversationsError,
+    RunCancelled,
+    RunNotRunning,
+)
+from conversations.models import BUSY_RUN_STATUSES, Conversation, Profile, Run, ToolApproval
+from conversations.models import ToolCall as ToolCallRow
+from conversations.providers.base import ChatProvider
+from conversations.selectors import (
+    ToolSettings,
+    TranscriptTail,
+    get_default_profile,
+    history_and_tail,
+    transcript_tail,
+)
+
+from ..transcript.messages import append_after
+from ..usage.prices import Prices
+from .fencing import held_run
+from .hot_path import open_turn
+from .recovery import recover_runs
+from .tool_calls import answer_open_calls
+
+__all__ = [
+    "CANCEL_CHECK_INTERVAL",
+    "CancelWatch",
+    "Heartbeat",
+    "StartedTurn",
+    "begin_turn",
+    "cancel_run",
+    "claim_run",
+    "end_unclaimed_run",
+    "finish_run",
+    "finish_run_after_error",
+    "reload_run",
+    "resolve_profile",
+    "start_run",
+    "worker_name",
+]
+
+logger = logging.getLogger("conversations.tool_loop")
+
+CANCEL_CHECK_INTERVAL = 0.5
+"""Seconds between cancellation checks while tools run (keeps queries per round flat)."""
+
+
+def resolve_profile(
+    *, conversation: Conversation, profile: Profile | None, provider: ChatProvider | None
+) -> Profile | None:
+    """The profile a run uses: the one given, the conversation's, else the default one.
+
+    Raises :class:`ConfigurationError` when there is none and no provider is given.
+    """
+    profile = profile or conversation.profile or get_default_profile()
+    if profile is None and provider is None:
+        raise ConfigurationError(
+            "no profile: give the conversation a profile, mark one as default, or pass a provider"
+        )
+    return profile
+
+
+def start_run(
+    *,
+    conversation: Conversation,
+    content: str | None = None,
+    profile: Profile | None = None,
+    provider: ChatProvider | None = None,
+    max_iterations: int | None = None,
+) -> Run:
+    """Create a ``running``, unclaimed run and persist the user message (if any), in one commit.
+
+    A run of this conversation whose heartbeat expired is recovered first;
+    calls left open by an earlier run are answered as interrupted, so a
+    crashed turn never blocks the next one. Raises :class:`ConversationBusy`
+    when another run is running, :class:`ApprovalPending` when one waits for
+    an approval.
+    """
+    profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
+    return begin_turn(
+        conversation=conversation,
+        content=content,
+        profile=profile,
+        provider=provider,
+        max_iterations=max_iterations,
+        claim=False,
+    ).run
+
+
+@dataclass(slots=True)
+class StartedTurn:
+    """A run just started and what its transaction read: the first round reads none of it again."""
+
+    run: Run
+    """The run, ``running``; claimed by this process when started with ``claim=True``."""
+    history: list[ChatMessage] | None
+    """What the provider is sent first: the system prompt, the history, the user message.
+
+    ``None`` for a run started unclaimed (``claim=False``): the process that
+    executes it reads the history then, so starting it reads no message text.
+    """
+    tail: TranscriptTail
+    """The conversation's end, past the user message."""
+    budgets_apply: bool
+    """Whether any active budget covers the run."""
+    tool_settings: ToolSettings
+    """The tool settings, as read when the run started."""
+    prices: Prices
+    """The language model's prices, as read when the run started: every call of it is charged
+    at them."""
+
+
+def begin_turn(
+    *,
+    conversation: Conversation,
+    content: str | None,
+    profile: Profile | None,
+    provider: ChatProvider | None,
+    max_iterations: int | None,
+    claim: bool,
+) -> StartedTurn:
+    """:func:`start_run` with ``profile`` already resolved; ``claim=True``: this process executes it.
+
+    One transaction inserts the run (claimed by this process when ``claim``),
+    bumps the conversation, reads its history (only its end when not
+    ``claim``: another process will execute the run and read the history
+    then) and appends the user message.
+    The busy state is read only when the insert is refused by the rule of one
+    busy run per conversation: then stale runs are recovered and the insert is
+    tried once more, else :class:`ApprovalPending` or :class:`ConversationBusy`
+    is raised. Nothing is stored when anything fails.
+    """
+    cap = max_iterations or (profile.max_iterations if profile else app_settings().MAX_ITERATIONS)
+    provider_name = (
+        profile.language_model.provider.slug
+        if profile
+        else getattr(provider, "provider_name", type(provider).__name__)
+    )
+    fields = {
+        "conversation": conversation,
+        "profile": profile,
+        "status": Run.Status.RUNNING,
+        "max_iterations": cap,
+        "provider": provider_name,
+        "model": profile.language_model.model_id if profile else "",
+    }
+
+    message = None if content is None else ChatMessage.user(content)  # checked before any write
+
+    def attempt() -> StartedTurn:
+        if claim:
+            now = timezone.now()
+            fields.update(claimed_at=now, heartbeat_at=now, worker=worker_name())
+        return _open_turn(
+            conversation, fields, message=message, profile=profile, read_history=claim
+        )
+
+    try:
+        return attempt()
+    except _Taken:
+        # A run whose process died holds the conversation until it is recovered.
+        if not recover_runs(conversation=conversation):
+            _refuse(conversation)
+    try:
+        return attempt()
+    except _Taken:
+        _refuse(conversation)
+
+
+class _Taken(Exception):
+    """The run's insert was refused: another run of the conversation is busy."""
+
+
+def _open_turn(
+    conversation: Conversation,
+    fields: dict[str, Any],
+    *,
+    message: ChatMessage | None,
+    profile: Profile | None,
+    read_history: bool,
+) -> StartedTurn:
+    with transaction.atomic():
+        try:
+            run = Run.objects.create(**fields)
+        except IntegrityError:
+            # The partial unique index on busy runs (another request may have won the race).
+            raise _Taken from None
+        try:
+            opened = open_turn(run)
+        except Conversation.DoesNotExist:
+            # Deleted meanwhile (the delete locked it first): the conversation is not free.
+            raise ConversationBusy("the conversation is being deleted") from None
+        history, tail = _read(conversation, profile, read_history)
+        if tail.open_calls:
+            # Left open by an earlier run: only now, holding the conversation, can they be taken.
+            answer_open_calls(conversation=conversation, status=ToolCallRow.Status.INTERRUPTED)
+            history, tail = _read(conversation, profile, read_history)
+        if message is not None:
+            append_after(
+                conversation=conversation, messages=[message], tail=tail, run=run, touch=False
+            )
+            if history is not None:
+                history.append(message)
+    return StartedTurn(
+        run, history, tail, opened.budgets_apply, opened.tool_settings, opened.prices
+    )
+
+
+def _read(
+    conversation: Conversation, profile: Profile | None, history: bool
+) -> tuple[list[ChatMessage] | None, TranscriptTail]:
+    """The history and the tail, or (``history=False``) only the tail."""
+    if history:
+        return history_and_tail(conversation=conversation, profile=profile)
+    return None, transcript_tail(conversation=conversation)
+
+
+def _refuse(conversation: Conversation) -> NoReturn:
+    """Raise why the conversation is busy (one query)."""
+    busy = Run.objects.filter(conversation=conversation, status__in=BUSY_RUN_STATUSES)
+    if busy.filter(status=Run.Status.AWAITING_APPROVAL).exists():
+        raise ApprovalPending("a run of this conversation waits for a tool call approval")
+    raise ConversationBusy("another run is already running on this conversation")
+
+
+def claim_run(*, run: Run) -> bool:
+    """Take a ``running``, unclaimed run for this process (compare-and-set); ``True`` if taken.
+
+    One ``UPDATE ... WHERE status = 'running' AND claimed_at IS NULL``: of any
+    number of processes handed the same run (a redelivered task, a requeue,
+    a cancellation ending a queued run) exactly one wins. The heartbeat is
+    refreshed in the same statement, so a run that waited in a queue longer
+    than the lease is not taken for dead the moment it starts.
+    """
+    now = timezone.now()
+    taken = Run.objects.filter(
+        pk=run.pk, status=Run.Status.RUNNING, claimed_at__isnull=True
+    ).update(claimed_at=now, worker=worker_name(), heartbeat_at=now)
+    if taken:
+        run.claimed_at = run.heartbeat_at = now
+        run.worker = worker_name()
+    return bool(taken)
+
+
+def end_unclaimed_run(*, run: Run, status: str, error_code: str, error_message: str = "") -> bool:
+    """End a run that no process has claimed yet (it waits in a queue); ``True`` if ended.
+
+    Used for a queued run that is cancelled, or that could not be enqueued.
+    Claims it first, so a worker receiving it afterwards finds it ended.
+    """
+    if not claim_run(run=run):
+        return False
+    finish_run(run=run, status=status, error_code=error_code, error_message=error_message)
+    return True
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process, recorded on the runs it claims."""
+    return f"{socket.gethostname()}:{os.getpid()}"[:200]
+
+
+def cancel_run(*, run: Run) -> Run:
+    """Ask a ``running`` run to stop; return it as it is now.
+
+    Sets ``cancel_requested`` with one conditional ``UPDATE``, so a run that
+    ends meanwhile is never flagged. The process executing the run sees the
+    flag before its next provider call and between tools (a tool already
+    running finishes; a turn stored after the flag was set starts none of its
+    calls), answers the calls still open as cancelled and ends the
+    run ``cancelled``. A run still waiting in a queue (no process claimed it)
+    ends ``cancelled`` at once, and so does a run waiting for approvals: its
+    pending approvals are rejected and its held calls answered cancelled.
+    Raises :class:`RunNotRunning` when the run has already ended.
+    """
+    if _cancel_waiting_run(run=run):
+        run.refresh_from_db()
+        return run
+    flagged = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
+    if not flagged:
+        run.refresh_from_db()
+        raise RunNotRunning(f"the run has already ended ({run.status})")
+    run.cancel_requested = True
+    end_unclaimed_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
+    run.refresh_from_db()
+    return run
+
+
+def _cancel_waiting_run(*, run: Run) -> bool:
+    """End a run that waits for approvals ``cancelled``; ``True`` if this call ended it.
+
+    Takes the run from ``awaiting_approval`` with one conditional ``UPDATE`` (so
+    a decision resuming it meanwhile and this cancellation never both win).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        taken = Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_APPROVAL).update(
+            status=Run.Status.RUNNING,
+            claimed_at=now,
+            worker=worker_name(),
+            heartbeat_at=now,
+            cancel_requested=True,
+        )
+        if not taken:
+            return False
+        pending = list(ToolApproval.objects.filter(run=run, decision=""))
+        ToolApproval.objects.filter(pk__in=[a.pk for a in pending]).update(
+            decision=ToolApproval.Decision.REJECTED, decided_at=now, reason="run cancelled"
+        )
+    run.refresh_from_db()
+    finish_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
+    for approval in pending:
+        approval.refresh_from_db()
+        signals.approval_decided.send(sender=ToolApproval, approval=approval, run=run)
+    return True
+
+
+def finish_run(
+    *,
+    run: Run,
+    status: str,
+    final_content: str = "",
+    error_code: str = "",
+    error_message: str = "",
+    answered: bool = False,
+) -> Run:
+    """End the run; calls still open are answered so the history stays valid.
+
+    Fenced: when this process no longer holds the run (recovery ended it
+    meanwhile), nothing is written, and the run is returned as it is stored.
+    ``answered=True``: the caller holds the conversation and knows every call
+    of it is answered, so none is looked for.
+    """
+    open_status = (
+        ToolCallRow.Status.CANCELLED
+        if status == Run.Status.CANCELLED
+        else ToolCallRow.Status.INTERRUPTED
+    )
+    finished_at = timezone.now()
+    with transaction.atomic():
+        # The run row first (as recovery locks it), then the conversation.
+        ended = held_run(run).update(
+            status=status,
+            finished_at=finished_at,
+            final_content=final_content,
+            error_code=error_code,
+            error_message=error_message[:2000],
+        )
+        if ended and not answered:
+            answer_open_calls(conversation=run.conversation, status=open_status, run=run)
+    if not ended:
+        logger.warning("run %s: fenced out, not ended as %s (ended meanwhile)", run.pk, status)
+        return reload_run(run)
+    run.status, run.finished_at, run.final_content = status, finished_at, final_content
+    run.error_code, run.error_message = error_code, error_message[:2000]
+    signals.run_finished.send(sender=Run, run=run)
+    return run
+
+
+def reload_run(run: Run) -> Run:
+    """``run`` as stored now; as it is when it no longer exists (its conversation was deleted)."""
+    try:
+        run.refresh_from_db()
+    except Run.DoesNotExist:
+        logger.warning("run %s: deleted with its conversation while it was executing", run.pk)
+    return run
+
+
+def finish_run_after_error(*, run: Run, exc: BaseException) -> None:
+    """End the run ``failed`` after an unexpected error, never masking that error."""
+    code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
+    detail = exc.detail if isinstance(exc, ConversationsError) else type(exc).__name__
+    try:
+        finish_run(run=run, status=Run.Status.FAILED, error_code=code, error_message=detail)
+    except Exception:
+        # The database may be what failed; recovery will end the run later.
+        logger.exception("run %s: could not record the failure", run.pk)
+
+
+class Heartbeat:
+    """Refreshes the run's heartbeat from a background thread while the loop works.
+
+    Between steps the loop refreshes it itself; this thread covers long
+    provider calls and long tools, so recovery never takes a live run for a
+    dead one. It beats every ``interval`` seconds (a third of the lease) and
+    uses its own database connection.
+    """
+
+    def __init__(self, run: Run, *, interval: float) -> None:
+        self.run = run
+        self.run_id: uuid.UUID = run.pk
+        self.interval = max(interval, 0.05)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Heartbeat:
+        self._thread = threading.Thread(
+            target=self._beat, name=f"heartbeat-{self.run_id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _beat(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.wait(self.interval):
+                try:
+                    # Fenced like every write: a run ended by recovery stays ended.
+                    held_run(self.run).update(heartbeat_at=timezone.now())
+                except DatabaseError:
+                    # A busy pool or a dropped connection: this beat is lost, not
+                    # the next ones (a dead thread would let the lease expire).
+                    logger.warning("run %s: heartbeat failed, trying again", self.run_id)
+                    connection.close()
+        finally:
+            connection.close()
+
+
+class CancelWatch:
+    """Checks ``Run.cancel_requested``: before every model call, and between tools
+    at most every CANCEL_CHECK_INTERVAL seconds (quick tools do not each pay a query).
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.seen = False
+        self._last: float | None = None
+        self._fresh = False
+
+    def read(self, cancel_requested: bool, *, fresh: bool = True) -> None:
+        """The flag as a statement of the loop just read it: the next round need not ask.
+
+        ``fresh=False`` when code may run in between that could ask for a
+        cancellation (signal receivers): then the next round asks anyway.
+        """
+        self.seen = self.seen or cancel_requested
+        self._fresh = fresh
+
+    def cancelled(self) -> bool:
+        """Whether a cancellation was requested (asks the database at most every interval)."""
+        if self.seen:
+            return True
+        now = time.monotonic()
+        if self._last is None or now - self._last >= CANCEL_CHECK_INTERVAL:
+            self._last = now
+            self.seen = Run.objects.filter(pk=self.run.pk, cancel_requested=True).exists()
+        return self.seen
+
+    def raise_if_cancelled(self) -> None:
+        """At a round boundary: ask the database unless the flag was just read (:meth:`read`)."""
+        if self._fresh:
+            self._fresh = False
+            self._last = time.monotonic()
+        else:
+            self._last = None
+        if self.cancelled():
+            raise RunCancelled("the run was cancelled")
