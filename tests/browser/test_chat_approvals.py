@@ -41,7 +41,7 @@ def ask(page):
     box.fill(QUESTION)
     box.press("Enter")
     cards = page.locator("details.llm-tool")
-    expect(cards.locator(".llm-badge")).to_have_text(["awaiting_approval", "awaiting_approval"])
+    expect(cards.locator(".llm-badge")).to_have_text(["Waiting for approval", "Waiting for approval"])
     return cards
 
 
@@ -66,7 +66,7 @@ def test_approve_and_reject_buttons_decide_a_held_call(live_server, demo_with_ap
     weather.get_by_role("button", name="Approve").click()
     answer = page.locator(".llm-msg-assistant .llm-msg-text").last
     expect(answer).to_contain_text("In Leipzig it is")
-    expect(page.locator("details.llm-tool .llm-badge")).to_have_text(["succeeded", "succeeded"])
+    expect(page.locator("details.llm-tool .llm-badge")).to_have_text(["Succeeded", "Succeeded"])
     expect(page.locator(".llm-approval")).to_have_count(0)
 
     # A second conversation: rejected with a reason, which the model is told.
@@ -74,7 +74,7 @@ def test_approve_and_reject_buttons_decide_a_held_call(live_server, demo_with_ap
     weather = cards.nth(0)
     weather.get_by_role("textbox", name="Reason for a rejection").fill("not today")
     weather.get_by_role("button", name="Reject").click()
-    expect(page.locator("details.llm-tool .llm-badge")).to_have_text(["rejected", "succeeded"])
+    expect(page.locator("details.llm-tool .llm-badge")).to_have_text(["Rejected", "Succeeded"])
     expect(page.locator("details.llm-tool").nth(0).locator(".llm-tool-result")).to_have_text(
         'Error: tool "get_weather" was rejected by a reviewer: not today'
     )
