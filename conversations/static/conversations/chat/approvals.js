@@ -66,7 +66,6 @@ async function decide(pk, decision, reason) {
     signal: stopFollowing.signal,
     progress: (text) => isCurrent(conversation.id) && setProgress(text || progressSince(since)),
   });
-  let result = null;
   try {
     const body = decision === "reject" && reason.trim() ? { reason: reason.trim() } : undefined;
     const url = `${apiRoot}tool-calls/${encodeURIComponent(pk)}/${decision}/`;
@@ -80,7 +79,7 @@ async function decide(pk, decision, reason) {
       stopFollowing.abort(); // another call of the turn still waits
     }
     const followed = await following;
-    result = followed.ended ? followed : { run: answer && answer.run };
+    let result = followed.ended ? followed : { run: answer && answer.run };
     if (result.run && result.run.status === "running") {
       result = await followRun(conversation.id, result.run, since);
     }
