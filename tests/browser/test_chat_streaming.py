@@ -203,10 +203,24 @@ def test_stop_cancels_a_slow_run(live_server, slow_demo, browser, page):
     expect(page.locator("#llm-stop")).to_be_hidden()
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     expect(page.locator(".llm-live")).to_have_count(0)
-    # Asked for, so no error alert; the note stays after a reload.
+    # Asked for, so no error alert; the answer so far is kept and says it was stopped.
     expect(page.locator("#llm-alert")).to_be_hidden()
+    stopped = page.locator(".llm-msg-assistant[data-finish=cancelled]")
+    expect(stopped.locator(".llm-msg-meta")).to_contain_text("stopped")
+    # The note and the stopped answer stay after a reload.
     page.reload()
     expect(page.locator(".llm-run")).to_contain_text("Stopped")
+    expect(stopped.locator(".llm-msg-meta")).to_contain_text("stopped")
+    assert page.errors == []
+
+
+def test_escape_stops_the_answer_being_written(live_server, slow_demo, browser, page):
+    log_in(page, live_server.url)
+    ask(page, "demo", HELLO)
+    grown(page, "")
+    page.keyboard.press("Escape")
+    expect(page.locator(".llm-run")).to_have_attribute("data-status", "cancelled")
+    expect(page.locator("#llm-stop")).to_be_hidden()
     assert page.errors == []
 
 

@@ -65,7 +65,7 @@ document.addEventListener("keydown", (event) => {
   } else if (event.key === "/" && !modifier && !event.altKey && !typing(event.target)) {
     event.preventDefault();
     ui.input.focus();
-  } else if (event.key === "Escape" && !ui.stop.hidden && !event.target.closest("dialog, .llm-sidebar")) {
+  } else if (event.key === "Escape" && !ui.stop.hidden && !event.defaultPrevented && !event.target.closest("dialog")) {
     event.preventDefault();
     stop().catch(() => {});
   }

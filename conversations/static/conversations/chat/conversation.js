@@ -28,6 +28,9 @@ export function updateHeader() {
     document.title = "Chat";
   }
   ui.titleActions.hidden = !open;
+}
+
+function closeRename() {
   ui.renameForm.hidden = true;
   ui.title.hidden = false;
 }
@@ -56,6 +59,7 @@ export async function openConversation(id, push, reveal) {
   const token = ++state.loadToken;
   const stale = () => token !== state.loadToken;
   hideError();
+  closeRename();
   resetTranscript("Loading messages…");
   applyComposer();
   state.conversation = { id, title: ui.title.textContent, profile: null };
@@ -108,6 +112,7 @@ export function startDraft(push) {
   state.loadToken += 1;
   state.conversation = null;
   hideError();
+  closeRename();
   resetTranscript("Ask something below: your first message starts the conversation.");
   applyComposer();
   markCurrentInList();
@@ -148,6 +153,7 @@ ui.renameForm.addEventListener("submit", async (event) => {
     if (isCurrent(conversation.id)) {
       state.conversation = { ...state.conversation, ...changed };
       updateHeader();
+      closeRename();
     }
     putFirstInList(changed);
     markCurrentInList();
@@ -158,7 +164,7 @@ ui.renameForm.addEventListener("submit", async (event) => {
 });
 
 ui.renameForm.addEventListener("reset", () => {
-  updateHeader();
+  closeRename();
   ui.renameButton.focus();
 });
 

@@ -158,8 +158,9 @@ ui.drawerToggle.addEventListener("click", () => {
   }
 });
 ui.backdrop.addEventListener("click", closeDrawer);
-ui.sidebar.addEventListener("keydown", (event) => {
-  if (event.key === "Escape") {
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && document.body.classList.contains("llm-drawer-open")) {
+    event.preventDefault();
     closeDrawer();
   }
 });
