@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from .test_chat_page import TIMEOUT_MS, log_in
+from .test_chat_page import TIMEOUT_MS, log_in, save_screenshot
 from .transcripts import (
     age,
     conversation_with,
@@ -58,7 +58,7 @@ def haystack(owner):
 
 @pytest.fixture
 def chat(owner):
-    return conversation_with(owner, "Old name", ("hello", "hi", None))
+    return conversation_with(owner, "Weekend in Leipzig", ("hello", "hi", None))
 
 
 @pytest.fixture
@@ -198,7 +198,7 @@ def test_conversations_are_grouped_by_date(live_server, dated, browser):
 
 def test_on_a_phone_the_sidebar_is_a_drawer(live_server, chat, browser):
     conversation = chat
-    page = new_page(browser, width=390, height=844)
+    page = new_page(browser, width=390, height=844, color_scheme="dark")
     log_in(page, live_server.url)
     sidebar = page.get_by_role("complementary", name="Conversations")
     toggle = page.get_by_role("button", name="Conversations")
@@ -212,12 +212,13 @@ def test_on_a_phone_the_sidebar_is_a_drawer(live_server, chat, browser):
     toggle.click()
     expect(toggle).to_have_attribute("aria-expanded", "true")
     expect(sidebar).to_be_visible()
+    save_screenshot(page, "chat-phone.png", animations="disabled")
     page.keyboard.press("Escape")
     expect(sidebar).to_be_hidden()
     expect(toggle).to_be_focused()
 
     toggle.click()
-    sidebar.get_by_role("link", name=re.compile("Old name")).click()
+    sidebar.get_by_role("link", name=re.compile("Weekend in Leipzig")).click()
     expect(page).to_have_url(f"{live_server.url}/chat/{conversation.pk}/")
     expect(sidebar).to_be_hidden()
     expect(page.locator(".llm-msg-assistant .llm-msg-text")).to_have_text("hi")

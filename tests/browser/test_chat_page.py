@@ -116,8 +116,9 @@ def test_the_demo_question_shows_two_tool_cards_and_the_answer(live_server, demo
     expect(cards.locator(".llm-tool-name")).to_have_text(["get_weather", "get_current_time"])
     expect(cards.locator(".llm-badge")).to_have_text(["Succeeded", "Succeeded"])
     for index in range(2):
-        # Collapsed by default.
+        # Collapsed once the run ended, with a one-line summary of the result.
         assert cards.nth(index).get_attribute("open") is None
+    expect(cards.nth(0).locator(".llm-tool-summary")).to_contain_text('"city":"Leipzig"')
     expect(page.locator("#llm-alert")).to_be_hidden()
     expect(page.locator("#llm-progress")).to_be_hidden()
 
