@@ -20,6 +20,7 @@ from .transcripts import (
     long_conversation,
     markdown_conversation,
     stopped_conversation,
+    stopped_turn_conversation,
 )
 
 try:
@@ -47,6 +48,11 @@ def markdown(owner):
 @pytest.fixture
 def stopped(owner):
     return stopped_conversation(owner)
+
+
+@pytest.fixture
+def stopped_turn(owner):
+    return stopped_turn_conversation(owner)
 
 
 @pytest.fixture
@@ -126,6 +132,18 @@ def test_a_stopped_answer_shows_its_estimated_token_count(live_server, stopped, 
     answer = page.locator(".llm-msg-assistant")
     expect(answer.locator(".llm-msg-text")).to_have_text("Once upon a time there was a")
     expect(answer.locator(".llm-msg-meta")).to_have_text("demo-1 · about 42 tokens, stopped")
+    page.context.close()
+
+
+def test_the_calls_of_a_stopped_turn_read_as_skipped(live_server, stopped_turn, browser):
+    page = new_page(browser)
+    log_in(page, live_server.url)
+    page.goto(f"{live_server.url}/chat/{stopped_turn.pk}/")
+    cards = page.locator("details.llm-tool")
+    expect(cards.locator(".llm-badge")).to_have_text(["Skipped", "Skipped"])
+    expect(cards.first).to_have_attribute("data-status", "cancelled")
+    expect(page.locator(".llm-run")).to_contain_text("Stopped")
+    assert page.errors == []
     page.context.close()
 
 

@@ -9,9 +9,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
 
-from conversations.domain import ChatMessage, Usage
-from conversations.models import Conversation
+from conversations.domain import ChatMessage, ToolCall, Usage
+from conversations.models import Conversation, Run
 from conversations.services.messages import MessageDetails, append_messages
+from conversations.services.runs import finish_run
 from project.demo_tools.management.commands.setup_demo import DEMO_USERNAME
 
 MARKDOWN_ANSWER = """# Trip plan
@@ -77,3 +78,20 @@ def age(conversation, days: int) -> None:
     Conversation.objects.filter(pk=conversation.pk).update(
         updated_at=timezone.now() - timedelta(days=days)
     )
+
+
+def stopped_turn_conversation(owner):
+    """A turn whose two calls never ran: its run was stopped before any tool started."""
+    conversation = Conversation.objects.create(owner=owner, title="Stopped turn")
+    run = Run.objects.create(conversation=conversation, status=Run.Status.RUNNING, max_iterations=3)
+    calls = [
+        ToolCall(id="call_weather", name="get_weather", arguments={"city": "Leipzig"}),
+        ToolCall(id="call_time", name="get_current_time", arguments={}),
+    ]
+    append_messages(
+        conversation=conversation,
+        messages=[ChatMessage.user("Weather and time?"), ChatMessage.assistant_tool_calls(calls)],
+        run=run,
+    )
+    finish_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
+    return conversation

@@ -104,9 +104,6 @@ function dispatch(event) {
   }
   const type = event.type;
   if (type === "run_finished") {
-    if (data.run && data.run.status === "cancelled") {
-      live.skipCalls();
-    }
     live.clear();
     setRun(data.run);
     return data.run;

@@ -135,14 +135,6 @@ export class LiveTurn {
     entry.args.append(fragment.arguments || "");
   }
 
-  /** The run stopped: calls still streaming will never run. */
-  skipCalls() {
-    for (const { card } of this.cards.values()) {
-      card.dataset.status = "cancelled";
-      card.querySelector(".llm-badge").replaceWith(badge("cancelled"));
-    }
-  }
-
   clear() {
     if (this.frame) {
       window.cancelAnimationFrame(this.frame.raf);
