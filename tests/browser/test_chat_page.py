@@ -225,6 +225,8 @@ def test_progress_shows_the_calls_while_the_run_goes_on(live_server, demo, slow_
     expect(page.locator(".llm-msg-assistant .llm-msg-text")).to_have_count(0)
     expect(page.get_by_role("button", name="Send")).to_be_disabled()
     expect(page.locator("details.llm-tool").first.locator(".llm-badge")).to_have_text("Running")
+    # While the run goes on the cards are open, so each result shows as it arrives.
+    expect(page.locator("details.llm-tool[open]")).to_have_count(2)
 
     # Then the answer, with the final state of each call.
     expect(page.locator(".llm-msg-assistant .llm-msg-text")).to_contain_text("In Leipzig it is")
