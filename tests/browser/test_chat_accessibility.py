@@ -1,4 +1,4 @@
-"""axe-core on the chat page, its login page and a rendered answer, in light and dark themes.
+"""axe-core on the chat page, its login page, a rendered answer and a held call, light and dark.
 
 axe-core (pinned in frontend/package.json) is vendored for the tests only, in
 tests/browser/vendor/ (``make vendor`` refreshes it). A page passes with no
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from .test_chat_approvals import ask, demo_with_approval  # noqa: F401  (a fixture)
 from .test_chat_features import markdown, new_page, opened, owner  # noqa: F401  (fixtures)
 from .test_chat_page import log_in
 
@@ -67,5 +68,20 @@ def test_an_answer_with_code_and_a_table_has_no_serious_violations(
     page = opened(browser, live_server.url, markdown, color_scheme=theme)
     expect(page.locator(".llm-code .hljs-keyword").first).to_be_visible()
     expect(page.locator(".llm-markdown table")).to_be_visible()
+    assert serious_violations(page) == []
+    page.context.close()
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_a_call_waiting_for_approval_has_no_serious_violations(
+    live_server,
+    demo_with_approval,  # noqa: F811
+    browser,
+    theme,
+):
+    page = new_page(browser, color_scheme=theme)
+    log_in(page, live_server.url)
+    ask(page)
+    expect(page.locator("#llm-composer-reason")).to_be_visible()
     assert serious_violations(page) == []
     page.context.close()
