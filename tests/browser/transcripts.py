@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from conversations.domain import ChatMessage, ToolCall, Usage
 from conversations.models import Conversation, Run
-from conversations.services.messages import MessageDetails, append_messages
-from conversations.services.runs import finish_run
+from conversations.services import MessageDetails, append_messages
+from conversations.services.loop import finish_run
 from project.demo_tools.management.commands.setup_demo import DEMO_USERNAME
 
 MARKDOWN_ANSWER = """# Trip plan
