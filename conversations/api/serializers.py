@@ -8,7 +8,6 @@ names each (``ConversationInput`` vs ``Conversation``).
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from drf_spectacular.types import OpenApiTypes
@@ -16,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.conf import app_settings
+from conversations.domain import timing
 from conversations.models import Message, Profile, Provider, Run, RunStatus, ToolCallStatus
 
 from .errors import APIError, error_item
@@ -51,12 +51,6 @@ class _AssistantMessages(TypedDict):
     """What the run views prefetch onto each run (``Prefetch(to_attr=...)``)."""
 
     assistant_messages: list[Message]
-
-
-def _duration_ms(start: datetime | None, end: datetime | None) -> int | None:
-    if start is None or end is None:
-        return None
-    return max(0, round((end - start).total_seconds() * 1000))
 
 
 # Errors ------------------------------------------------------------------------------
@@ -128,7 +122,7 @@ class ToolCallSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_duration_ms(self, obj: Any) -> int | None:
-        return _duration_ms(obj.started_at, obj.finished_at)
+        return timing.duration_ms(obj.started_at, obj.finished_at)
 
 
 # Messages --------------------------------------------------------------------------
@@ -296,7 +290,7 @@ class RunSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_duration_ms(self, obj: Run) -> int | None:
-        return _duration_ms(obj.started_at, obj.finished_at)
+        return timing.duration_ms(obj.started_at, obj.finished_at)
 
     @extend_schema_field(ToolCallSerializer(many=True))
     def get_tool_calls(self, obj: WithAnnotations[Run, _AssistantMessages]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from conversations.conf import app_settings
+from conversations.domain.timing import milliseconds
 from conversations.models import MCPCall, Profile
 from conversations.selectors import available_tools
 from conversations.services.approvals import approval_levels
@@ -91,7 +92,7 @@ def call_and_record(
         arguments=arguments,
         status=status,
         error=error,
-        duration_ms=int((time.monotonic() - started) * 1000),
+        duration_ms=milliseconds(time.monotonic() - started),
         result_bytes=len(text.encode("utf-8")),
     )
     return text, status != MCPCall.Status.SUCCEEDED

@@ -10,6 +10,7 @@ from typing import Any, Final, Literal
 
 from conversations.conf import app_settings
 from conversations.domain import ChatMessage
+from conversations.domain.timing import milliseconds
 from conversations.exceptions import ConfigurationError, ConversationsError
 from conversations.models import LanguageModel, Profile, Provider
 from conversations.providers.anthropic import AnthropicProvider
@@ -261,7 +262,7 @@ def _ping(adapter: ChatProvider, model_id: str, options: CompletionOptions) -> s
     finally:
         if isinstance(adapter, HTTPProvider):
             adapter.close()
-    elapsed = int((time.monotonic() - started) * 1000)
+    elapsed = milliseconds(time.monotonic() - started)
     return f"{response.model or model_id} answered in {elapsed} ms"
 
 

@@ -45,6 +45,7 @@ from conversations.domain import (
     ToolCallDelta,
     ToolSpec,
 )
+from conversations.domain.timing import milliseconds
 from conversations.exceptions import ConversationsError, ProviderResponseError, RunCancelled
 from conversations.models import Budget, Run
 from conversations.providers.base import ChatProvider
@@ -179,7 +180,7 @@ class LiveRun:
                     raise ProviderResponseError("the stream ended without the whole answer")
                 if item is not None:
                     if first is None:
-                        first = int((time.monotonic() - started) * 1000)
+                        first = milliseconds(time.monotonic() - started)
                     partial.add(item)
                     self._relay(item, partial)
                 if watch.cancelled():
@@ -320,10 +321,10 @@ def ask(
             span.answered(response)
     except Exception as exc:
         code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
-        elapsed = int((time.monotonic() - started) * 1000)
+        elapsed = milliseconds(time.monotonic() - started)
         record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
         raise
-    latency_ms = int((time.monotonic() - started) * 1000)
+    latency_ms = milliseconds(time.monotonic() - started)
     return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, covering)
 
 
