@@ -16,7 +16,15 @@ from rest_framework import serializers
 
 from conversations.conf import app_settings
 from conversations.domain import timing
-from conversations.models import Message, Profile, Provider, Run, RunStatus, ToolCallStatus
+from conversations.models import (
+    TITLE_MAX_LENGTH,
+    Message,
+    Profile,
+    Provider,
+    Run,
+    RunStatus,
+    ToolCallStatus,
+)
 
 from .errors import APIError, error_item
 from .fields import JSONObjectField, NamedChoiceField, ProfileSlugField, check_storable
@@ -374,7 +382,7 @@ class ConversationSerializer(serializers.Serializer[Any]):
 class ConversationInputSerializer(serializers.Serializer[Any]):
     """What a client may set on a conversation."""
 
-    title = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    title = serializers.CharField(max_length=TITLE_MAX_LENGTH, allow_blank=True, required=False)
     profile = ProfileSlugField(
         allow_null=True, required=False, help_text="Slug of an active profile; null for none."
     )
@@ -412,7 +420,7 @@ class ConversationListQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of the conversation list."""
 
     q = serializers.CharField(
-        required=False, allow_blank=True, max_length=200, help_text="Search in titles."
+        required=False, allow_blank=True, max_length=TITLE_MAX_LENGTH, help_text="Search in titles."
     )
     branches = serializers.ChoiceField(
         choices=["roots", "all"],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from django.db import models
@@ -17,6 +17,7 @@ from .constraints import USAGE_FIELDS, DeepJSONDecoder, is_json, non_negative, n
 
 __all__ = [
     "BUSY_RUN_STATUSES",
+    "TITLE_MAX_LENGTH",
     "Conversation",
     "Message",
     "Run",
@@ -56,6 +57,10 @@ class RunStatus(models.TextChoices):
 BUSY_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 """A run in one of these holds its conversation: no other run may start."""
 
+TITLE_MAX_LENGTH: Final = 200
+"""The longest conversation title, in characters: the column's size, and what the API,
+the services and the commands check or cut a title to."""
+
 
 class Conversation(models.Model):
     """One conversation of one user; its messages are the history sent to a model."""
@@ -64,7 +69,7 @@ class Conversation(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_conversations"
     )
-    title = models.CharField(max_length=200, blank=True)
+    title = models.CharField(max_length=TITLE_MAX_LENGTH, blank=True)
     profile = models.ForeignKey(
         Profile,
         on_delete=models.SET_NULL,

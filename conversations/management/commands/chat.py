@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.domain.timing import duration_ms
 from conversations.exceptions import ConversationsError
-from conversations.models import Profile, Run
+from conversations.models import TITLE_MAX_LENGTH, Profile, Run
 from conversations.services import create_conversation, run_tool_loop
 
 
@@ -41,7 +41,9 @@ class Command(BaseCommand):
         if created:
             owner.set_unusable_password()
             owner.save(update_fields=["password"])
-        conversation = create_conversation(owner=owner, title=question[:200], profile=chosen)
+        conversation = create_conversation(
+            owner=owner, title=question[:TITLE_MAX_LENGTH], profile=chosen
+        )
         try:
             run = run_tool_loop(conversation=conversation, content=question, profile=chosen)
         except ConversationsError as exc:
