@@ -163,6 +163,7 @@ EXPORTS = {
         "ToolCall",
         "ToolCallDelta",
         "ToolSpec",
+        "USAGE_FIELDS",
         "Usage",
         "normalise_messages",
     ],

@@ -15,7 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.conf import app_settings
-from conversations.domain import timing
+from conversations.domain import USAGE_FIELDS, timing
 from conversations.models import (
     TITLE_MAX_LENGTH,
     Message,
@@ -95,18 +95,13 @@ class ErrorSerializer(serializers.Serializer[Any]):
 class UsageSerializer(serializers.Serializer[Any]):
     """Token counts."""
 
-    prompt_tokens = serializers.IntegerField(allow_null=True)
-    completion_tokens = serializers.IntegerField(allow_null=True)
-    total_tokens = serializers.IntegerField(allow_null=True)
-    cached_prompt_tokens = serializers.IntegerField(allow_null=True)
-    reasoning_tokens = serializers.IntegerField(allow_null=True)
-
-
-_USAGE_FIELDS = tuple(UsageSerializer._declared_fields)
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        # The counts of the domain's ``Usage``, so none can be left out of the API.
+        return {name: serializers.IntegerField(allow_null=True) for name in USAGE_FIELDS}
 
 
 def _usage(obj: Any) -> dict[str, int | None] | None:
-    values = {name: getattr(obj, name) for name in _USAGE_FIELDS}
+    values = {name: getattr(obj, name) for name in USAGE_FIELDS}
     if all(value is None for value in values.values()):
         return None
     return values
@@ -294,7 +289,7 @@ class RunSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(UsageSerializer)
     def get_usage(self, obj: Run) -> dict[str, int | None]:
-        return {name: getattr(obj, name) for name in _USAGE_FIELDS}
+        return {name: getattr(obj, name) for name in USAGE_FIELDS}
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_duration_ms(self, obj: Run) -> int | None:

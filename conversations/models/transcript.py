@@ -13,7 +13,7 @@ from django.utils import timezone
 from conversations import domain
 
 from .config import Profile
-from .constraints import USAGE_FIELDS, DeepJSONDecoder, is_json, non_negative, not_empty
+from .constraints import DeepJSONDecoder, is_json, non_negative, not_empty
 
 __all__ = [
     "BUSY_RUN_STATUSES",
@@ -213,7 +213,7 @@ class Message(models.Model):
             ),
             # Rule 10
             models.CheckConstraint(
-                condition=non_negative(*USAGE_FIELDS, "latency_ms"),
+                condition=non_negative(*domain.USAGE_FIELDS, "latency_ms"),
                 name="conversations_message_counts_non_negative",
             ),
             models.CheckConstraint(
@@ -358,7 +358,7 @@ class Run(models.Model):
             ),
             # Rule 10
             models.CheckConstraint(
-                condition=non_negative(*USAGE_FIELDS),
+                condition=non_negative(*domain.USAGE_FIELDS),
                 name="conversations_run_counts_non_negative",
             ),
             models.CheckConstraint(
