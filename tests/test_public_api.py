@@ -113,6 +113,7 @@ EXPORTS = {
     ],
     "conversations.services.configuration": [
         "ConnectionCheck",
+        "KEYLESS_ADAPTERS",
         "accepted_sampling_parameters",
         "build_provider",
         "check_connection",

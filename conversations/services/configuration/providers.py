@@ -29,6 +29,7 @@ from conversations.secrets import resolve
 
 __all__ = [
     "HTTP_ADAPTERS",
+    "KEYLESS_ADAPTERS",
     "ConnectionCheck",
     "accepted_sampling_parameters",
     "build_provider",
@@ -52,6 +53,17 @@ HTTP_ADAPTERS: dict[str, type[HTTPProvider]] = {
 
 The one table of adapters: records, the admin and the export all look adapters up here."""
 
+KEYLESS_ADAPTERS: Final[frozenset[str]] = frozenset(
+    {
+        Provider.Adapter.DEMO.value,  # offline: it sends nothing anywhere
+        *(name for name, adapter in HTTP_ADAPTERS.items() if not adapter.requires_api_key),
+    }
+)
+"""The adapters that work without an API key (an empty key reference is fine for them).
+
+Derived from each HTTP adapter's ``requires_api_key``, the one that refuses a
+missing key, so the admin cannot tell a different story than the adapter."""
+
 
 def provider_from_record(provider: Provider, *, http_client: Any = None) -> ChatProvider:
     """The adapter configured by a ``Provider`` record; the key is resolved now."""
@@ -59,7 +71,7 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
         raise ConfigurationError(f'provider "{provider.slug}" is not active')
     conf = app_settings()
     adapter = provider.adapter
-    if adapter == "demo":
+    if adapter == Provider.Adapter.DEMO:
         return _demo_provider(provider)
     adapter_class = HTTP_ADAPTERS.get(adapter)
     if adapter_class is None:
