@@ -15,25 +15,21 @@ The app's views install :func:`exception_handler` through their base class
 Exceptions this module does not know are not caught. One error that is not
 the app's is known: a database connection pool with no connection to give
 (``conversations.database``) is 503 ``service_unavailable`` with
-``Retry-After``, not a 500; :func:`answer_database_busy` gives the API's
-plain Django views the same answer.
+``Retry-After``, not a 500.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final, ParamSpec
+from typing import Any, Final
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError
-from django.http import Http404, JsonResponse
-from django.http.response import HttpResponseBase
+from django.http import Http404
 from django.utils import timezone
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -65,7 +61,6 @@ __all__ = [
     "SERVICE_UNAVAILABLE",
     "APIError",
     "QueryValidationError",
-    "answer_database_busy",
     "blame_configuration",
     "database_busy_answer",
     "error_body",
@@ -75,8 +70,6 @@ __all__ = [
     "status_for_code",
     "status_for_exception",
 ]
-
-_P = ParamSpec("_P")
 
 ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (InvalidArgumentError, status.HTTP_400_BAD_REQUEST),
@@ -236,22 +229,6 @@ def database_busy_answer() -> tuple[dict[str, Any], dict[str, str]]:
     """The body and headers of the 503 for want of a database connection."""
     body = error_body(SERVICE_UNAVAILABLE, "The server is busy; try again in a moment.")
     return body, {"Retry-After": str(RETRY_AFTER_SECONDS)}
-
-
-def answer_database_busy(view: Callable[_P, HttpResponseBase]) -> Callable[_P, HttpResponseBase]:
-    """For the API's plain Django views (not DRF's): the pool's 503 in the one error shape."""
-
-    @functools.wraps(view)
-    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> HttpResponseBase:
-        try:
-            return view(*args, **kwargs)
-        except DatabaseError as exc:
-            if not database_busy(exc):
-                raise
-            body, headers = database_busy_answer()
-            return JsonResponse(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
-
-    return wrapped
 
 
 def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | None:
