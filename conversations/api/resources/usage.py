@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations.conf import app_settings
-from conversations.selectors.usage import UsageRow, usage_calls, usage_totals
+from conversations.selectors.usage import usage_calls, usage_totals
 
 from ..base import ConversationsAPIView
 from ..errors import QueryValidationError
@@ -143,8 +143,9 @@ class UsageView(ConversationsAPIView):
             "to": end,
             "user": label,
             "currency": app_settings().CURRENCY,
-            "total": _plain(total),
-            "groups": [_plain(row) for row in groups],
+            # The serializer reads the rows' attributes (``total_tokens`` included).
+            "total": total,
+            "groups": groups,
         }
         return Response(UsageReportSerializer(report).data)
 
@@ -157,18 +158,3 @@ class UsageView(ConversationsAPIView):
         if found is None:
             raise QueryValidationError({"user": [f"no user with id {asked!r}."]})
         return found, str(found.pk)
-
-
-def _plain(row: UsageRow) -> dict[str, Any]:
-    return {
-        "key": row.key,
-        "calls": row.calls,
-        "failed_calls": row.failed_calls,
-        "unpriced_calls": row.unpriced_calls,
-        "prompt_tokens": row.prompt_tokens,
-        "cached_prompt_tokens": row.cached_prompt_tokens,
-        "completion_tokens": row.completion_tokens,
-        "reasoning_tokens": row.reasoning_tokens,
-        "total_tokens": row.total_tokens,
-        "cost": row.cost,
-    }
