@@ -24,6 +24,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from conversations.conf import app_settings
+from conversations.domain.storable import MAX_NAME_LENGTH
 from conversations.domain.timing import milliseconds
 from conversations.models import MCPCall, Profile
 from conversations.selectors import available_tools
@@ -88,7 +89,7 @@ def call_and_record(
     text = truncate_result(text, app_settings().TOOL_RESULT_MAX_BYTES)
     MCPCall.objects.create(
         user=user,
-        tool=name[:200],
+        tool=name[:MAX_NAME_LENGTH],
         arguments=arguments,
         status=status,
         error=error,

@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from conversations import domain
+from conversations.domain.storable import MAX_NAME_LENGTH
 
 from .config import Profile
 from .constraints import DeepJSONDecoder, is_json, non_negative, not_empty
@@ -158,7 +159,7 @@ class Message(models.Model):
     run = models.ForeignKey(
         "Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
     )
-    model = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=MAX_NAME_LENGTH, blank=True)
     finish_reason = models.CharField(max_length=64, blank=True)
     prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveBigIntegerField(null=True, blank=True)
@@ -246,8 +247,10 @@ class ToolCall(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="tool_calls"
     )
     index = models.PositiveSmallIntegerField(help_text="Order within the assistant message.")
-    call_id = models.CharField(max_length=200, help_text="The provider's id of the call.")
-    name = models.CharField(max_length=200)
+    call_id = models.CharField(
+        max_length=MAX_NAME_LENGTH, help_text="The provider's id of the call."
+    )
+    name = models.CharField(max_length=MAX_NAME_LENGTH)
     arguments = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     # NULL (no raw text) differs from any text, so this text field is nullable.
     raw_arguments = models.TextField(  # noqa: DJ001
@@ -319,7 +322,7 @@ class Run(models.Model):
     error_code = models.CharField(max_length=100, blank=True)
     error_message = models.TextField(blank=True)
     provider = models.CharField(max_length=100, blank=True, help_text="Provider slug or adapter.")
-    model = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=MAX_NAME_LENGTH, blank=True)
     cancel_requested = models.BooleanField(default=False)
     claimed_at = models.DateTimeField(
         null=True,
