@@ -244,10 +244,16 @@ def test_a_malformed_last_event_id_is_a_400(browser, history):
     assert body["code"] == "invalid" and body["errors"][0]["parameter"] == "last_event_id"
 
 
-def test_only_get(browser, history):
-    response = browser.post(events_url(history))
+@pytest.mark.parametrize("method", ["post", "options"])
+def test_only_get(browser, history, method):
+    response = getattr(browser, method)(events_url(history))
     assert response.status_code == 405
     assert response.json()["code"] == "method_not_allowed" and response["Allow"] == "GET"
+
+
+def test_head_is_refused_too_not_streamed(browser, history):
+    response = browser.head(events_url(history))
+    assert response.status_code == 405 and response["Allow"] == "GET"
 
 
 # While the loop works -----------------------------------------------------------------------------
