@@ -94,11 +94,12 @@ EXPORTS = {
         "update_conversation",
     ],
     "conversations.services.usage": [
+        "BudgetCheck",
         "BudgetStatus",
         "Prices",
         "budget_statuses",
         "call_cost",
-        "ensure_within_budgets",
+        "check_budgets",
         "period_bounds",
     ],
     "conversations.services.approvals": [

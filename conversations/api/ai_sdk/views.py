@@ -29,7 +29,6 @@ from conversations.conf import app_settings
 from conversations.exceptions import ExecutorUnavailable
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.services import submit_message
-from conversations.services.usage import ensure_within_budgets
 
 from ..base import ConversationsAPIView
 from ..errors import APIError, blame_configuration, error_item, json_pointer
@@ -339,9 +338,6 @@ class ChatView(ConversationsAPIView):
     def post(self, request: Request, conversation_id: Any) -> HttpResponseBase:
         conversation = self.get_conversation(conversation_id)
         content = chat_content(request.data)
-        ensure_within_budgets(
-            user=request.user, profile=conversation.profile or selectors.get_default_profile()
-        )
         slot = acquire_stream_slot(user_id=request.user.pk, lifetime=ChatStream.max_seconds)
         if slot is None:
             limit = app_settings().MAX_STREAMS_PER_USER

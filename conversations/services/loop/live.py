@@ -28,7 +28,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.core.cache import cache
@@ -45,18 +46,21 @@ from conversations.domain import (
     ToolCallDelta,
     ToolSpec,
 )
+from conversations.domain.estimates import estimate_call
 from conversations.domain.timing import milliseconds
 from conversations.exceptions import ConversationsError, ProviderResponseError, RunCancelled
-from conversations.models import Budget, Run
 from conversations.providers.base import ChatProvider
 from conversations.providers.boundary import check_response
 from conversations.providers.options import CompletionOptions
 from conversations.providers.streaming import PartialTurn, deltas_of, stream_completion
 
 from ..usage import tracing
-from ..usage.budgets import budget_check
-from ..usage.ledger import record_failed_call
+from ..usage.budgets import BudgetCheck, check_budgets
+from ..usage.ledger import call_cost, record_failed_call
 from .runs import CancelWatch
+
+if TYPE_CHECKING:
+    from .rounds import Round, TurnState
 
 __all__ = [
     "CANCELLED_FINISH_REASON",
@@ -262,38 +266,23 @@ class Asked:
     """Milliseconds to the first delta of a streamed answer (``None``: not streamed)."""
     cancelled: bool
     """``response`` is the text received before a cancellation cut the stream."""
-    budgets: Sequence[Budget] = ()
-    """The budgets that covered it, as the check before it read them (it is charged to them)."""
-
-    @property
-    def budgets_apply(self) -> bool:
-        """Whether any budget covered the request."""
-        return bool(self.budgets)
+    budgets: BudgetCheck
+    """The check that allowed it: the budgets it is charged to, what it reserved in them."""
 
 
-def ask(
-    run: Run,
-    provider: ChatProvider,
-    history: Sequence[ChatMessage],
-    specs: Sequence[ToolSpec],
-    options: CompletionOptions,
-    watch: CancelWatch,
-    live: LiveRun,
-    *,
-    budgets_apply: bool | None = None,
-) -> Asked:
+def ask(round_: Round, state: TurnState) -> Asked:
     """One provider request, after the budgets allowed it; a failed one is recorded as such.
 
     Streamed when the profile says so (a provider without ``stream()`` answers
     whole, relayed as one piece); a cancellation that came before any text is
-    recorded as a failed request and raised. ``budgets_apply=False``: the
-    caller has just read that no budget covers the run, so none is checked.
+    recorded as a failed request and raised. When ``state`` has just read that
+    no budget covers the run, none is checked; else the check reserves the
+    request's estimated cost (see ``usage.budgets``).
     """
-    covering: Sequence[Budget] = ()
-    if budgets_apply is not False:
-        started_at, covering = budget_check(run=run)
-    else:
-        started_at = timezone.now()
+    run, provider, live, watch = round_.run, round_.provider, round_.live, round_.watch
+    history, specs, options = state.history, round_.request.specs, round_.request.options
+    budgets = check_call_budgets(round_, state)
+    started_at = budgets.started_at
     started = time.monotonic()
     name = getattr(provider, "provider_name", "provider")
     first_delta_ms: int | None = None
@@ -322,10 +311,33 @@ def ask(
     except Exception as exc:
         code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
         elapsed = milliseconds(time.monotonic() - started)
-        record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
+        record_failed_call(
+            run=run, started_at=started_at, latency_ms=elapsed, error_code=code, budgets=budgets
+        )
         raise
     latency_ms = milliseconds(time.monotonic() - started)
-    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, covering)
+    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, budgets)
+
+
+def check_call_budgets(round_: Round, state: TurnState) -> BudgetCheck:
+    """The budget check before a model call, reserving its estimated tokens and cost.
+
+    Skipped when ``state`` has just read that no budget covers the run.
+    """
+    run = round_.run
+    if state.budgets_apply is False:
+        return BudgetCheck(timezone.now())
+    options = round_.request.options
+    tokens = estimate_call(
+        sent=state.history, tools=round_.request.specs, max_output_tokens=options.max_tokens
+    )
+    cost = call_cost(usage=tokens, prices=state.prices) if state.prices else None
+    reserve = (tokens.prompt_tokens + tokens.completion_tokens, cost or Decimal(0))
+    budgets = check_budgets(
+        user_id=run.conversation.owner_id, profile_id=run.profile_id, reserve=reserve
+    )
+    state.budgets_apply = budgets.budgets_apply
+    return budgets
 
 
 def _open_stream(
