@@ -56,7 +56,8 @@ from conversations.selectors import history_and_tail
 from ..configuration.providers import build_provider, close_provider
 from ..usage import tracing
 from .approvals import held_calls, send_requested
-from .live import LiveRun, ask
+from .asking import ask
+from .live import LiveRun
 from .rounds import RequestSetup, Round, TurnState, request_setup
 from .runs import (
     CancelWatch,

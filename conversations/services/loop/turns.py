@@ -17,8 +17,8 @@ from conversations.models import ToolCall as ToolCallRow
 from ..transcript.messages import MessageDetails, append_after
 from ..usage.ledger import price_call, record_model_call
 from .approvals import hold_turn
+from .asking import Asked
 from .hot_path import charge_run
-from .live import Asked
 from .rounds import Round, TurnState
 from .tool_calls import CallOutcome, check_call
 
