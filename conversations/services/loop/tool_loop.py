@@ -25,7 +25,8 @@ This is the only loop in the code base. Its guarantees:
 A round costs a constant number of queries and commits whatever the number of
 calls (see docs/adr/0003-tool-loop-persistence.md for the batching trade-off).
 The run's lifecycle lives in ``runs``, checking and answering calls in
-``tool_calls``; this module only drives the rounds.
+``tool_calls``, asking the model in ``asking``, storing its turn in ``turns``,
+what the rounds work with in ``rounds``; this module only drives the rounds.
 """
 
 from __future__ import annotations
@@ -172,27 +173,10 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
 
 
 def _rounds(round_: Round, started: StartedTurn | None) -> Run:
-    """Ask, store the turn, run its calls, store their answers; until an answer without calls."""
+    """Drive the rounds (:func:`_loop`) and end the run however they stop."""
     run = round_.run
     try:
-        _resume_held_turn(round_)
-        state = _turn_state(round_, started)
-        while run.iterations < run.max_iterations:
-            round_.watch.raise_if_cancelled()
-            response, checked, approvals = _answer(round_, state, counts_as_round=True)
-            if approvals:
-                return _wait_for_decisions(run, approvals)
-            if not checked:
-                return _finish(run, state, response, Run.Status.COMPLETED)
-            _run_calls(round_, checked, state)
-        # Every round asked for tools: one more call, with none offered, for the answer.
-        round_.watch.raise_if_cancelled()
-        response, checked, _ = _answer(round_.offering_none(), state, counts_as_round=False)
-        if checked:
-            # Tools were not offered; answer each call so the history stays valid.
-            rejected = [reject_call(row=row) for row, _ in checked]
-            persist_outcomes(run=run, outcomes=rejected, tail=state.tail)
-        return _finish(run, state, response, Run.Status.MAX_ITERATIONS)
+        return _loop(round_, started)
     except ProviderError as exc:
         logger.warning("run %s: provider error %s", run.pk, exc.code)
         return finish_run(
@@ -216,6 +200,29 @@ def _rounds(round_: Round, started: StartedTurn | None) -> Run:
         # Not swallowed: record the failure so the conversation stays usable, then re-raise.
         finish_run_after_error(run=run, exc=exc)
         raise
+
+
+def _loop(round_: Round, started: StartedTurn | None) -> Run:
+    """Ask, store the turn, run its calls, store their answers; until an answer without calls."""
+    run = round_.run
+    _resume_held_turn(round_)
+    state = _turn_state(round_, started)
+    while run.iterations < run.max_iterations:
+        round_.watch.raise_if_cancelled()
+        response, checked, approvals = _answer(round_, state, counts_as_round=True)
+        if approvals:
+            return _wait_for_decisions(run, approvals)
+        if not checked:
+            return _finish(run, state, response, Run.Status.COMPLETED)
+        _run_calls(round_, checked, state)
+    # Every round asked for tools: one more call, with none offered, for the answer.
+    round_.watch.raise_if_cancelled()
+    response, checked, _ = _answer(round_.offering_none(), state, counts_as_round=False)
+    if checked:
+        # Tools were not offered; answer each call so the history stays valid.
+        rejected = [reject_call(row=row) for row, _ in checked]
+        persist_outcomes(run=run, outcomes=rejected, tail=state.tail)
+    return _finish(run, state, response, Run.Status.MAX_ITERATIONS)
 
 
 def _resume_held_turn(round_: Round) -> None:
