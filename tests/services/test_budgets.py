@@ -356,6 +356,23 @@ def test_a_call_in_flight_counts_as_its_estimate(demo_conversation, user, profil
     assert BudgetCounter.objects.get().tokens == 10
 
 
+@pytest.mark.django_db
+def test_a_counter_reset_by_hand_while_a_call_runs_never_goes_below_zero(demo_conversation, user):
+    Budget.objects.create(name="alice", scope="user", user=user, period="day", token_limit=10**6)
+
+    def answer(messages, tools, options):
+        # An admin resets the counter, reservation and all, while the call runs.
+        BudgetCounter.objects.update(tokens=0, cost=Decimal(0))
+        return text()
+
+    run = run_tool_loop(
+        conversation=demo_conversation, content="hi", provider=ScriptedProvider([answer])
+    )
+    assert run.status == Run.Status.COMPLETED
+    counter = BudgetCounter.objects.get()
+    assert (counter.tokens, counter.cost, counter.calls) == (0, Decimal(0), 1)
+
+
 POSTS = 20
 BLOCKING_LIMIT = 5_000
 USED = Usage(prompt_tokens=10, completion_tokens=740)

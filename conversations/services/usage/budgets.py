@@ -299,8 +299,8 @@ def _upsert_counters(
     One statement: a missing counter is created with ``first`` (tokens, cost,
     calls), an existing one gets ``added`` (tokens, cost) and ``first``'s
     calls; concurrent additions to one counter add up (the upsert takes the
-    rows' locks in budget order, so two runs never deadlock); a budget
-    deleted since its id was read is skipped. The sum is cast to ``NUMERIC``
+    rows' locks in budget order, so two runs never deadlock), and never take
+    it below zero; a budget deleted since its id was read is skipped. The sum is cast to ``NUMERIC``
     as the ORM casts a decimal sum on SQLite.
     """
     if not counters:
@@ -323,11 +323,18 @@ def _upsert_counters(
             f" WHERE EXISTS (SELECT 1 FROM {budget_table} b WHERE b.id = v.column1)"
             " ORDER BY v.column1"
             " ON CONFLICT (budget_id, period_start) DO UPDATE SET"
-            f" tokens = {counter_table}.tokens + %s,"
-            f" cost = CAST({counter_table}.cost + CAST(%s AS NUMERIC) AS NUMERIC),"
+            f" tokens = {_at_least_zero(f'{counter_table}.tokens + %s')},"
+            f" cost = CAST({_at_least_zero(f'{counter_table}.cost + CAST(%s AS NUMERIC)')}"
+            " AS NUMERIC),"
             f" calls = {counter_table}.calls + excluded.calls"
             " RETURNING budget_id, tokens, cost",
-            [*first, *params, *added],
+            [*first, *params, added[0], added[0], added[1], added[1]],
         )
         returned = cursor.fetchall()
     return {pk: (spent, Decimal(str(money))) for pk, spent, money in returned}
+
+
+def _at_least_zero(expression: str) -> str:
+    """``expression``, or 0 when it is negative: a counter reset by hand while a call ran
+    would otherwise go below zero when the call's reservation is replaced."""
+    return f"CASE WHEN {expression} < 0 THEN 0 ELSE {expression} END"
