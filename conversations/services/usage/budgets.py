@@ -236,9 +236,9 @@ class BudgetStatus:
     resets_at: datetime | None
     """End of the current period (``None`` for ``total``)."""
     tokens: int
-    """Tokens counted in the period."""
+    """Tokens counted in the period (with the estimates of calls still in flight)."""
     cost: Decimal
-    """Cost counted in the period (priced calls only)."""
+    """Cost counted in the period (priced calls only; also with calls in flight)."""
     used_percent: int
     """The larger share of its limits used, in percent (may pass 100)."""
 
