@@ -41,6 +41,7 @@ from conversations.domain import (
     TextDelta,
     ToolCallDelta,
 )
+from conversations.domain.timing import milliseconds
 from conversations.exceptions import ProviderResponseError
 from conversations.providers.streaming import PartialTurn
 
