@@ -56,6 +56,8 @@ from conversations.exceptions import (
     WouldSplitToolCall,
 )
 
+from .compact import json_answer
+
 __all__ = [
     "ERROR_STATUSES",
     "SERVICE_UNAVAILABLE",
@@ -67,6 +69,7 @@ __all__ = [
     "error_item",
     "exception_handler",
     "json_pointer",
+    "sentence",
     "status_for_code",
     "status_for_exception",
 ]
@@ -166,16 +169,33 @@ def json_pointer(path: Iterable[str | int]) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
 
 
+def sentence(text: Any) -> str:
+    """``text`` as the API shows a message: starting with a capital letter.
+
+    The app's exceptions speak in lower case (they read well inside a log
+    line or another message); a client reads them on their own.
+    """
+    message = str(text)
+    if message and message[0] in "\"'":
+        # DRF's ``"week" is not a valid choice.``: the quoted value cannot be capitalised.
+        return f"The value {message}"
+    return message[:1].upper() + message[1:]
+
+
 def error_item(
     code: str, detail: str, *, pointer: str | None = None, parameter: str | None = None
 ) -> dict[str, Any]:
     """One located problem of an error answer."""
-    return {"pointer": pointer, "parameter": parameter, "code": code, "detail": str(detail)}
+    return {"pointer": pointer, "parameter": parameter, "code": code, "detail": sentence(detail)}
 
 
 def error_body(code: str, detail: str, errors: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """The one error shape."""
-    return {"code": code, "detail": str(detail), "errors": [dict(item) for item in errors]}
+    """The one error shape, every message starting with a capital letter."""
+    items = [dict(item) for item in errors]
+    for item in items:
+        if isinstance(item.get("detail"), str):
+            item["detail"] = sentence(item["detail"])
+    return {"code": code, "detail": sentence(detail), "errors": items}
 
 
 def _field_errors(
@@ -209,6 +229,26 @@ def _validation_errors(exc: exceptions.ValidationError) -> list[dict[str, Any]]:
         else:
             items.append(error_item(code, detail, pointer=json_pointer(path)))
     return items
+
+
+def _where(item: Mapping[str, Any]) -> str | None:
+    """How a located problem names its place: ``Parameter "to"``, ``Field "messages/0/role"``."""
+    if item.get("parameter"):
+        return f'Parameter "{item["parameter"]}"'
+    if item.get("pointer"):
+        return f'Field "{item["pointer"][1:]}"'
+    return None
+
+
+def _summary(errors: list[dict[str, Any]]) -> str:
+    """The answer's ``detail``: the one problem with its place, or the places of them all."""
+    places = [_where(item) for item in errors]
+    if len(errors) == 1:
+        return f"{places[0]}: {errors[0]['detail']}" if places[0] else str(errors[0]["detail"])
+    named = [place for place in places if place]
+    if not named:
+        return "The request is not valid."
+    return f"The request is not valid: {', '.join(named)}."
 
 
 def _api_exception_code(exc: exceptions.APIException) -> str:
@@ -249,11 +289,13 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
 
     headers: dict[str, str] = {}
     if isinstance(exc, APIError):
-        code, body = exc.status_code, error_body(exc.code, str(exc.detail), exc.errors)
+        detail = str(exc.detail)
+        if len(exc.errors) == 1 and sentence(exc.errors[0].get("detail")) == sentence(detail):
+            detail = _summary(exc.errors)  # the one located problem: name its place
+        code, body = exc.status_code, error_body(exc.code, detail, exc.errors)
     elif isinstance(exc, exceptions.ValidationError):
         errors = _validation_errors(exc)
-        detail = errors[0]["detail"] if len(errors) == 1 else "The request is not valid."
-        code, body = exc.status_code, error_body("invalid", detail, errors)
+        code, body = exc.status_code, error_body("invalid", _summary(errors), errors)
     elif isinstance(exc, exceptions.APIException):
         auth_header = getattr(exc, "auth_header", None)
         if auth_header:
@@ -277,7 +319,10 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
             headers["Retry-After"] = str(int(exc.retry_after))
         if isinstance(exc, BudgetExceeded) and exc.resets_at is not None:
             headers["Retry-After"] = str(_seconds_until(exc.resets_at))
-        code, body = mapped, error_body(exc.code, exc.detail, errors)
+        code, body = (
+            mapped,
+            error_body(exc.code, _summary(errors) if errors else exc.detail, errors),
+        )
     elif database_busy(exc):
         body, busy_headers = database_busy_answer()
         code = status.HTTP_503_SERVICE_UNAVAILABLE

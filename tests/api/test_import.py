@@ -208,7 +208,7 @@ def test_each_invalid_shape_is_400_with_code_and_pointer_and_saves_nothing(
     body = response.json()
     assert body["code"] == code
     assert [(e["pointer"], e["code"]) for e in body["errors"]] == [(pointer, code)]
-    assert body["errors"][0]["detail"] == body["detail"]
+    assert body["detail"] == f'Field "{pointer[1:]}": ' + body["errors"][0]["detail"]
     assert not Conversation.objects.exists()
     assert not Message.objects.exists()
     assert not ToolCall.objects.exists()

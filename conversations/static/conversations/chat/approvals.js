@@ -8,7 +8,7 @@
  */
 
 import { hideError, setProgress, showError } from "./alerts.js";
-import { api, apiRoot } from "./api.js";
+import { api, apiRoot, pageItems } from "./api.js";
 import { applyComposer, setBusy } from "./composer.js";
 import { openConversation } from "./conversation.js";
 import { ui } from "./dom.js";
@@ -31,11 +31,18 @@ export async function loadApprovals() {
     applyComposer();
     return;
   }
-  const approvals = await api("GET", `${apiRoot}approvals/`);
-  if (!isCurrent(conversation.id)) {
-    return;
+  // The list is paginated: follow its next links (pages of 100, the most it allows).
+  const approvals = [];
+  let url = `${apiRoot}approvals/?page_size=100`;
+  while (url) {
+    const data = await api("GET", url);
+    if (!isCurrent(conversation.id)) {
+      return;
+    }
+    approvals.push(...pageItems(data));
+    url = data && data.next;
   }
-  for (const approval of approvals || []) {
+  for (const approval of approvals) {
     if (approval.conversation === conversation.id) {
       state.approvals.set(Number(approval.tool_call.pk), approval);
     }
