@@ -262,3 +262,11 @@ def test_an_error_result_keeps_its_flag_through_import_and_the_message_list(api)
         ("tool", True),
         ("assistant", False),
     ]
+
+
+def test_an_empty_history_imports_as_an_empty_conversation(api, profile):
+    # What the export writes for a conversation without messages must import again.
+    response = api.post(IMPORT, {"title": "Nothing yet", "messages": []}, format="json")
+    assert response.status_code == 201, response.content
+    conversation = Conversation.objects.get(pk=response.json()["id"])
+    assert conversation.title == "Nothing yet" and not conversation.messages.exists()
