@@ -75,10 +75,7 @@ def test_every_tool_result_is_on_the_page_of_its_call(api, demo_conversation, tu
     while url:
         response = api.get(url)
         tool_parts = [
-            part
-            for m in response.json()
-            for part in m["parts"]
-            if part["type"].startswith("tool-")
+            part for m in response.json() for part in m["parts"] if part["type"].startswith("tool-")
         ]
         assert len(tool_parts) == 2
         assert {part["state"] for part in tool_parts} == {"output-available"}
