@@ -56,8 +56,6 @@ from conversations.exceptions import (
     WouldSplitToolCall,
 )
 
-from .compact import json_answer
-
 __all__ = [
     "ERROR_STATUSES",
     "SERVICE_UNAVAILABLE",

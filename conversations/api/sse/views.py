@@ -27,6 +27,7 @@ from conversations import selectors
 from conversations.conf import app_settings
 
 from ..base import ConversationsAPIView
+from ..compact import json_answer
 from ..errors import QueryValidationError, error_body
 from ..schema import document
 from .rows import STRIDE, RunEvent
@@ -125,7 +126,7 @@ def too_many_streams() -> JsonResponse:
     """The 429 of a user who holds every stream slot already."""
     limit = app_settings().MAX_STREAMS_PER_USER
     detail = f"At most {limit} event streams may be open at once; close one first."
-    return JsonResponse(
+    return json_answer(
         error_body("too_many_streams", detail), status=429, headers={"Retry-After": "5"}
     )
 
