@@ -9,8 +9,12 @@ PORT ?= 8000
 # checks need the dev toolchain on top (pytest, ruff, mypy, playwright, ...).
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
+# The chat page's JS toolchain (ESLint, the unit tests' jsdom, the vendored
+# libraries' sources), pinned in frontend/package-lock.json. Users need none of it.
+FRONTEND := frontend
+NODE_STAMP := $(FRONTEND)/node_modules/.installed-lock
 
-.PHONY: run worker test install check lint format typecheck bench clean
+.PHONY: run worker test install check lint format typecheck bench clean lint-js test-js vendor
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +25,24 @@ $(RUN_STAMP): pyproject.toml
 $(DEV_STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
+
+# `npm ci` installs exactly the lock file (checking each package's integrity hash), once per change of it.
+$(NODE_STAMP): $(FRONTEND)/package-lock.json
+	cd $(FRONTEND) && npm ci --no-audit --no-fund
+	touch $@
+
+## ESLint over the chat page's modules, and the vendored files checked against node_modules and their sha256.
+lint-js: $(NODE_STAMP)
+	$(FRONTEND)/node_modules/.bin/eslint -c $(FRONTEND)/eslint.config.js conversations/static/conversations $(FRONTEND)
+	cd $(FRONTEND) && node vendor.mjs --check
+
+## The unit tests of the chat page's pure modules (node --test).
+test-js: $(NODE_STAMP)
+	cd $(FRONTEND) && node --test test/
+
+## Copy the pinned libraries from npm into static/ (and axe-core into tests/) and record their sha256.
+vendor: $(NODE_STAMP)
+	cd $(FRONTEND) && node vendor.mjs
 
 ## The dev toolchain in .venv (what `make test` and `make check` need).
 install: $(DEV_STAMP)
@@ -36,7 +58,7 @@ worker: install
 	env -u DATABASE_URL $(BIN)/celery -A project worker --pool=solo -l info
 
 ## Run the whole suite on SQLite, then again on PostgreSQL when DATABASE_URL is set.
-test: install
+test: install test-js
 	env -u DATABASE_URL $(BIN)/python -m pytest --cov --cov-report= $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report --include='conversations/domain/*' --show-missing --fail-under=100
 	$(BIN)/python -m coverage report --skip-covered --skip-empty
@@ -46,14 +68,14 @@ test: install
 	fi
 
 ## Every static check: lint, format, types, migrations in sync, system checks without warnings.
-check: install
+check: install lint-js
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	env -u DATABASE_URL $(BIN)/python manage.py makemigrations --check --dry-run
 	env -u DATABASE_URL $(BIN)/python manage.py check --fail-level WARNING
 
-lint: install
+lint: install lint-js
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 

@@ -94,11 +94,12 @@ EXPORTS = {
         "update_conversation",
     ],
     "conversations.services.usage": [
+        "BudgetCheck",
         "BudgetStatus",
         "Prices",
         "budget_statuses",
         "call_cost",
-        "ensure_within_budgets",
+        "check_budgets",
         "period_bounds",
     ],
     "conversations.services.approvals": [
@@ -113,6 +114,7 @@ EXPORTS = {
     ],
     "conversations.services.configuration": [
         "ConnectionCheck",
+        "KEYLESS_ADAPTERS",
         "accepted_sampling_parameters",
         "build_provider",
         "check_connection",
@@ -163,6 +165,7 @@ EXPORTS = {
         "ToolCall",
         "ToolCallDelta",
         "ToolSpec",
+        "USAGE_FIELDS",
         "Usage",
         "normalise_messages",
     ],

@@ -20,7 +20,11 @@ from django.utils.html import format_html
 from conversations.models import LanguageModel, Profile, Provider, ToolCall, ToolSetting
 from conversations.secrets import resolve
 from conversations.services.approvals import resolve_approval_level
-from conversations.services.configuration import ConnectionCheck, check_connection
+from conversations.services.configuration import (
+    KEYLESS_ADAPTERS,
+    ConnectionCheck,
+    check_connection,
+)
 from conversations.tools import registry
 
 from .columns import titled
@@ -39,10 +43,6 @@ class _CallCount(TypedDict):
     """What ``ToolSettingAdmin.get_queryset`` annotates each row with."""
 
     call_count: int
-
-
-KEYLESS_ADAPTERS = frozenset({Provider.Adapter.OLLAMA, Provider.Adapter.DEMO})
-"""Adapters that work without a key (an empty reference is fine for them)."""
 
 
 def _key_resolves(reference: str) -> bool | None:

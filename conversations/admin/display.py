@@ -6,7 +6,6 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
@@ -17,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from conversations.domain.storable import dumps_compact, json_depth
+from conversations.domain.timing import duration_ms
 from conversations.models import Message, Run, ToolCall
 from conversations.selectors import count_of, last_run_status
 
@@ -25,7 +25,6 @@ __all__ = [
     "TranscriptEntry",
     "build_transcript",
     "count_of",
-    "duration_ms",
     "format_duration",
     "last_run_status",
     "object_link",
@@ -89,13 +88,6 @@ def pretty_result(content: str) -> str:
     except ValueError:
         return content  # cut at the size limit, or not JSON after all
     return pretty_json(value) if isinstance(value, dict | list) else content
-
-
-def duration_ms(started: datetime | None, finished: datetime | None) -> int | None:
-    """Milliseconds between two instants, or ``None`` when either is missing."""
-    if started is None or finished is None:
-        return None
-    return max(0, int((finished - started).total_seconds() * 1000))
 
 
 def format_duration(milliseconds: int | None) -> str:

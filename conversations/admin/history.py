@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from conversations import selectors
+from conversations.domain.timing import duration_ms
 from conversations.exceptions import ConversationBusy, RunNotRunning
 from conversations.models import BUSY_RUN_STATUSES, Conversation, Message, Run, RunStatus, ToolCall
 from conversations.selectors.search import matching_conversations
@@ -28,7 +29,6 @@ from .columns import compact_count, titled
 from .display import (
     ReadOnlyAdmin,
     build_transcript,
-    duration_ms,
     format_duration,
     object_link,
     pretty_json,

@@ -6,10 +6,11 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from conversations import selectors
+from conversations.domain.timing import duration_ms
 from conversations.models import Message, ToolCall
 from conversations.selectors.search import matching_messages
 
-from .display import ReadOnlyAdmin, duration_ms, format_duration, object_link, pretty_json
+from .display import ReadOnlyAdmin, format_duration, object_link, pretty_json
 from .filters import ToolNameFilter
 
 __all__ = ["MessageAdmin", "ToolCallAdmin"]

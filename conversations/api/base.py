@@ -17,7 +17,6 @@ from rest_framework.metadata import SimpleMetadata
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import BasePagination
 from rest_framework.permissions import IsAuthenticated
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.serializers import Serializer
 from rest_framework.settings import api_settings
@@ -26,6 +25,7 @@ from rest_framework.views import APIView
 from conversations import selectors
 from conversations.models import Conversation
 
+from .compact import CompactJSONRenderer
 from .errors import QueryValidationError, exception_handler
 from .limits import DepthLimitedJSONParser
 from .schema import ConversationsAutoSchema
@@ -75,7 +75,7 @@ class ConversationsAPIView(GenericAPIView[Any]):
 
     authentication_classes = (TokenAuthentication, SessionAuthentication)
     permission_classes = (IsAuthenticated,)
-    renderer_classes = (JSONRenderer,)
+    renderer_classes = (CompactJSONRenderer,)
     parser_classes = (DepthLimitedJSONParser,)
     content_negotiation_class = JSONNegotiation
     metadata_class = DescriptionMetadata

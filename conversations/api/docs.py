@@ -15,10 +15,12 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from django.apps import apps
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.request import Request
+from rest_framework.views import APIView
 
+from .compact import json_answer
 from .errors import exception_handler
 
 __all__ = ["API_TITLE", "DocsView", "SchemaView", "package_version"]
@@ -36,7 +38,21 @@ def package_version() -> str:
         return "0+unknown"
 
 
-class SchemaView(SpectacularAPIView):
+class _JSONErrors(APIView):
+    """The API's error handling for drf-spectacular's views (they render YAML or HTML)."""
+
+    # APIView's stubs want a DRF Response; a plain JSON response is what DRF accepts too.
+    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
+        # A wrong method or an Accept these views cannot render answers in the
+        # API's compact JSON shape, not in the host's handler's nor in YAML.
+        response = exception_handler(exc, self.get_exception_handler_context())
+        if response is None:
+            raise exc
+        headers = {name: value for name, value in response.items() if name != "Content-Type"}
+        return json_answer(response.data, status=response.status_code, headers=headers)
+
+
+class SchemaView(_JSONErrors, SpectacularAPIView):
     """``GET schema/``: the OpenAPI 3 document (YAML, or JSON with ``Accept``)."""
 
     schema = None  # not an operation of the API itself
@@ -47,14 +63,14 @@ class SchemaView(SpectacularAPIView):
     }
 
 
-class DocsView(SpectacularSwaggerView):
+class DocsView(_JSONErrors, SpectacularSwaggerView):
     """``GET docs/``: Swagger UI over :class:`SchemaView`."""
 
     url_name = "conversations:schema"
     schema = None  # not an operation of the API itself
 
     # APIView's stubs narrow View.options to a DRF Response (they ignore the same
-    # error); this page answers with a plain JsonResponse, which DRF accepts.
+    # error); this page answers with a plain JSON response, which DRF accepts.
     def options(  # type: ignore[override]
         self, request: Request, *args: Any, **kwargs: Any
     ) -> HttpResponse:
@@ -64,16 +80,7 @@ class DocsView(SpectacularSwaggerView):
         # DRF's setting is a class here; the stubs also allow a dotted path or None.
         assert isinstance(metadata_class, type)
         metadata = metadata_class().determine_metadata(request, self)
-        return JsonResponse(metadata, headers={"Allow": ", ".join(self.allowed_methods)})
-
-    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]
-        # The page renders HTML; its errors (a POST, say) answer in the API's
-        # JSON shape like every other route.
-        response = exception_handler(exc, self.get_exception_handler_context())
-        if response is None:
-            raise exc
-        headers = {name: value for name, value in response.items() if name != "Content-Type"}
-        return JsonResponse(response.data, status=response.status_code, headers=headers)
+        return json_answer(metadata, headers={"Allow": ", ".join(self.allowed_methods)})
 
     @staticmethod
     def _swagger_ui_resource(filename: str) -> str:

@@ -15,25 +15,21 @@ The app's views install :func:`exception_handler` through their base class
 Exceptions this module does not know are not caught. One error that is not
 the app's is known: a database connection pool with no connection to give
 (``conversations.database``) is 503 ``service_unavailable`` with
-``Retry-After``, not a 500; :func:`answer_database_busy` gives the API's
-plain Django views the same answer.
+``Retry-After``, not a 500.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final, ParamSpec
+from typing import Any, Final
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError
-from django.http import Http404, JsonResponse
-from django.http.response import HttpResponseBase
+from django.http import Http404
 from django.utils import timezone
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -65,18 +61,16 @@ __all__ = [
     "SERVICE_UNAVAILABLE",
     "APIError",
     "QueryValidationError",
-    "answer_database_busy",
     "blame_configuration",
     "database_busy_answer",
     "error_body",
     "error_item",
     "exception_handler",
     "json_pointer",
+    "sentence",
     "status_for_code",
     "status_for_exception",
 ]
-
-_P = ParamSpec("_P")
 
 ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (InvalidArgumentError, status.HTTP_400_BAD_REQUEST),
@@ -173,16 +167,33 @@ def json_pointer(path: Iterable[str | int]) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
 
 
+def sentence(text: Any) -> str:
+    """``text`` as the API shows a message: starting with a capital letter.
+
+    The app's exceptions speak in lower case (they read well inside a log
+    line or another message); a client reads them on their own.
+    """
+    message = str(text)
+    if message and message[0] in "\"'":
+        # DRF's ``"week" is not a valid choice.``: the quoted value cannot be capitalised.
+        return f"The value {message}"
+    return message[:1].upper() + message[1:]
+
+
 def error_item(
     code: str, detail: str, *, pointer: str | None = None, parameter: str | None = None
 ) -> dict[str, Any]:
     """One located problem of an error answer."""
-    return {"pointer": pointer, "parameter": parameter, "code": code, "detail": str(detail)}
+    return {"pointer": pointer, "parameter": parameter, "code": code, "detail": sentence(detail)}
 
 
 def error_body(code: str, detail: str, errors: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """The one error shape."""
-    return {"code": code, "detail": str(detail), "errors": [dict(item) for item in errors]}
+    """The one error shape, every message starting with a capital letter."""
+    items = [dict(item) for item in errors]
+    for item in items:
+        if isinstance(item.get("detail"), str):
+            item["detail"] = sentence(item["detail"])
+    return {"code": code, "detail": sentence(detail), "errors": items}
 
 
 def _field_errors(
@@ -218,6 +229,26 @@ def _validation_errors(exc: exceptions.ValidationError) -> list[dict[str, Any]]:
     return items
 
 
+def _where(item: Mapping[str, Any]) -> str | None:
+    """How a located problem names its place: ``Parameter "to"``, ``Field "messages/0/role"``."""
+    if item.get("parameter"):
+        return f'Parameter "{item["parameter"]}"'
+    if item.get("pointer"):
+        return f'Field "{item["pointer"][1:]}"'
+    return None
+
+
+def _summary(errors: list[dict[str, Any]]) -> str:
+    """The answer's ``detail``: the one problem with its place, or the places of them all."""
+    places = [_where(item) for item in errors]
+    if len(errors) == 1:
+        return f"{places[0]}: {errors[0]['detail']}" if places[0] else str(errors[0]["detail"])
+    named = [place for place in places if place]
+    if not named:
+        return "The request is not valid."
+    return f"The request is not valid: {', '.join(named)}."
+
+
 def _api_exception_code(exc: exceptions.APIException) -> str:
     codes = exc.get_codes()
     return codes if isinstance(codes, str) else exc.default_code
@@ -238,22 +269,6 @@ def database_busy_answer() -> tuple[dict[str, Any], dict[str, str]]:
     return body, {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 
-def answer_database_busy(view: Callable[_P, HttpResponseBase]) -> Callable[_P, HttpResponseBase]:
-    """For the API's plain Django views (not DRF's): the pool's 503 in the one error shape."""
-
-    @functools.wraps(view)
-    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> HttpResponseBase:
-        try:
-            return view(*args, **kwargs)
-        except DatabaseError as exc:
-            if not database_busy(exc):
-                raise
-            body, headers = database_busy_answer()
-            return JsonResponse(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
-
-    return wrapped
-
-
 def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | None:
     """Turn a known exception into the one error shape; ``None`` for anything else."""
     if isinstance(exc, RequestDataTooBig):
@@ -272,11 +287,13 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
 
     headers: dict[str, str] = {}
     if isinstance(exc, APIError):
-        code, body = exc.status_code, error_body(exc.code, str(exc.detail), exc.errors)
+        detail = str(exc.detail)
+        if len(exc.errors) == 1 and sentence(exc.errors[0].get("detail")) == sentence(detail):
+            detail = _summary(exc.errors)  # the one located problem: name its place
+        code, body = exc.status_code, error_body(exc.code, detail, exc.errors)
     elif isinstance(exc, exceptions.ValidationError):
         errors = _validation_errors(exc)
-        detail = errors[0]["detail"] if len(errors) == 1 else "The request is not valid."
-        code, body = exc.status_code, error_body("invalid", detail, errors)
+        code, body = exc.status_code, error_body("invalid", _summary(errors), errors)
     elif isinstance(exc, exceptions.APIException):
         auth_header = getattr(exc, "auth_header", None)
         if auth_header:
@@ -300,7 +317,10 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
             headers["Retry-After"] = str(int(exc.retry_after))
         if isinstance(exc, BudgetExceeded) and exc.resets_at is not None:
             headers["Retry-After"] = str(_seconds_until(exc.resets_at))
-        code, body = mapped, error_body(exc.code, exc.detail, errors)
+        code, body = (
+            mapped,
+            error_body(exc.code, _summary(errors) if errors else exc.detail, errors),
+        )
     elif database_busy(exc):
         body, busy_headers = database_busy_answer()
         code = status.HTTP_503_SERVICE_UNAVAILABLE

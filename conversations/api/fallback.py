@@ -13,6 +13,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
 
+from .compact import json_answer
 from .errors import error_body
 
 __all__ = ["route_not_found"]
@@ -40,4 +41,4 @@ def route_not_found(request: HttpRequest, path: str = "") -> JsonResponse:
         detail = "Not found."
     else:
         detail = f"Not found. The URL of this resource ends with a slash: {suggestion}"
-    return JsonResponse(error_body("not_found", detail), status=404)
+    return json_answer(error_body("not_found", detail), status=404)

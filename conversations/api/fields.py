@@ -85,6 +85,12 @@ class JSONObjectField(serializers.JSONField):
 class ProfileSlugField(serializers.SlugRelatedField[Profile]):
     """An active profile, named by its slug."""
 
+    default_error_messages = {
+        # DRF's own says "Object with slug=nope does not exist.": which object?
+        "does_not_exist": 'No profile with slug "{value}".',
+        "invalid": "Must be a profile's slug (a string).",
+    }
+
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("queryset", Profile.objects.filter(is_active=True))
         super().__init__(slug_field="slug", **kwargs)

@@ -13,7 +13,7 @@ nesting past the limit, and ids or names longer than their columns.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
@@ -22,20 +22,16 @@ from rest_framework.settings import api_settings
 from rest_framework.utils import json as drf_json
 
 from conversations.conf import app_settings
-from conversations.domain.storable import text_depth_excess
+from conversations.domain.storable import MAX_NAME_LENGTH, text_depth_excess
 
 from .errors import APIError, error_item, json_pointer
 from .fields import check_storable
 
 __all__ = [
-    "MAX_NAME_LENGTH",
     "DepthLimitedJSONParser",
     "check_import_values",
     "too_deep",
 ]
-
-MAX_NAME_LENGTH: Final = 200
-"""Longest call id and tool name the store holds."""
 
 
 def too_deep(path: list[str | int], limit: int) -> APIError:

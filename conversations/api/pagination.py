@@ -11,7 +11,24 @@ from rest_framework.pagination import Cursor, CursorPagination
 
 from .errors import APIError, error_item
 
-__all__ = ["ConversationPagination", "MessagePagination", "RunPagination"]
+__all__ = [
+    "ApprovalPagination",
+    "ConversationPagination",
+    "MessagePagination",
+    "RunPagination",
+    "TurnPagination",
+    "invalid_cursor",
+]
+
+
+def invalid_cursor(parameter: str = "cursor") -> APIError:
+    """The 400 of a cursor the API did not make (forged, truncated, out of range)."""
+    detail = "Not a cursor of this list; use the next or previous link of a page."
+    return APIError(
+        detail,
+        code="invalid_cursor",
+        errors=[error_item("invalid_cursor", detail, parameter=parameter)],
+    )
 
 
 class _CheckedCursorPagination(CursorPagination):
@@ -49,12 +66,7 @@ class _CheckedCursorPagination(CursorPagination):
         return cursor
 
     def _invalid(self) -> APIError:
-        detail = "The cursor is not valid; use the next or previous link of a page."
-        return APIError(
-            detail,
-            code="invalid_cursor",
-            errors=[error_item("invalid_cursor", detail, parameter=self.cursor_query_param)],
-        )
+        return invalid_cursor(self.cursor_query_param)
 
 
 class ConversationPagination(_CheckedCursorPagination):
@@ -76,3 +88,21 @@ class RunPagination(_CheckedCursorPagination):
 
     page_size = 20
     ordering = ("-started_at", "-id")
+
+
+class ApprovalPagination(_CheckedCursorPagination):
+    """Oldest request first: the call that has waited longest is decided first."""
+
+    page_size = 50
+    ordering = ("requested_at", "id")
+
+
+class TurnPagination(_CheckedCursorPagination):
+    """The user and system messages that start the turns of a history, newest first.
+
+    The chat history's pages are cut at these messages, so that a run's
+    assistant turns and tool results are never split between two pages.
+    """
+
+    page_size = 20
+    ordering = ("-position",)

@@ -8,7 +8,6 @@ names each (``ConversationInput`` vs ``Conversation``).
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from drf_spectacular.types import OpenApiTypes
@@ -16,7 +15,16 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.conf import app_settings
-from conversations.models import Message, Profile, Provider, Run, RunStatus, ToolCallStatus
+from conversations.domain import USAGE_FIELDS, timing
+from conversations.models import (
+    TITLE_MAX_LENGTH,
+    Message,
+    Profile,
+    Provider,
+    Run,
+    RunStatus,
+    ToolCallStatus,
+)
 
 from .errors import APIError, error_item
 from .fields import JSONObjectField, NamedChoiceField, ProfileSlugField, check_storable
@@ -53,12 +61,6 @@ class _AssistantMessages(TypedDict):
     assistant_messages: list[Message]
 
 
-def _duration_ms(start: datetime | None, end: datetime | None) -> int | None:
-    if start is None or end is None:
-        return None
-    return max(0, round((end - start).total_seconds() * 1000))
-
-
 # Errors ------------------------------------------------------------------------------
 
 
@@ -93,18 +95,13 @@ class ErrorSerializer(serializers.Serializer[Any]):
 class UsageSerializer(serializers.Serializer[Any]):
     """Token counts."""
 
-    prompt_tokens = serializers.IntegerField(allow_null=True)
-    completion_tokens = serializers.IntegerField(allow_null=True)
-    total_tokens = serializers.IntegerField(allow_null=True)
-    cached_prompt_tokens = serializers.IntegerField(allow_null=True)
-    reasoning_tokens = serializers.IntegerField(allow_null=True)
-
-
-_USAGE_FIELDS = tuple(UsageSerializer._declared_fields)
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        # The counts of the domain's ``Usage``, so none can be left out of the API.
+        return {name: serializers.IntegerField(allow_null=True) for name in USAGE_FIELDS}
 
 
 def _usage(obj: Any) -> dict[str, int | None] | None:
-    values = {name: getattr(obj, name) for name in _USAGE_FIELDS}
+    values = {name: getattr(obj, name) for name in USAGE_FIELDS}
     if all(value is None for value in values.values()):
         return None
     return values
@@ -128,7 +125,7 @@ class ToolCallSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_duration_ms(self, obj: Any) -> int | None:
-        return _duration_ms(obj.started_at, obj.finished_at)
+        return timing.duration_ms(obj.started_at, obj.finished_at)
 
 
 # Messages --------------------------------------------------------------------------
@@ -292,11 +289,11 @@ class RunSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(UsageSerializer)
     def get_usage(self, obj: Run) -> dict[str, int | None]:
-        return {name: getattr(obj, name) for name in _USAGE_FIELDS}
+        return {name: getattr(obj, name) for name in USAGE_FIELDS}
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_duration_ms(self, obj: Run) -> int | None:
-        return _duration_ms(obj.started_at, obj.finished_at)
+        return timing.duration_ms(obj.started_at, obj.finished_at)
 
     @extend_schema_field(ToolCallSerializer(many=True))
     def get_tool_calls(self, obj: WithAnnotations[Run, _AssistantMessages]) -> list[dict[str, Any]]:
@@ -380,7 +377,7 @@ class ConversationSerializer(serializers.Serializer[Any]):
 class ConversationInputSerializer(serializers.Serializer[Any]):
     """What a client may set on a conversation."""
 
-    title = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    title = serializers.CharField(max_length=TITLE_MAX_LENGTH, allow_blank=True, required=False)
     profile = ProfileSlugField(
         allow_null=True, required=False, help_text="Slug of an active profile; null for none."
     )
@@ -418,7 +415,7 @@ class ConversationListQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of the conversation list."""
 
     q = serializers.CharField(
-        required=False, allow_blank=True, max_length=200, help_text="Search in titles."
+        required=False, allow_blank=True, max_length=TITLE_MAX_LENGTH, help_text="Search in titles."
     )
     branches = serializers.ChoiceField(
         choices=["roots", "all"],

@@ -8,12 +8,13 @@ empty) is produced here and nowhere else: :meth:`ToolCall.to_wire` and
 from conversations.exceptions import InvalidArgumentError
 
 from .messages import ChatMessage, Role, ToolCall, normalise_messages
-from .responses import CompletionResponse, Usage
+from .responses import USAGE_FIELDS, CompletionResponse, Usage
 from .streaming import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from .tools import TOOL_NAME_PATTERN, ToolSpec
 
 __all__ = [
     "TOOL_NAME_PATTERN",
+    "USAGE_FIELDS",
     "ChatMessage",
     "CompletionResponse",
     "InvalidArgumentError",

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
 
 from conversations.exceptions import InvalidArgumentError
 
 from .messages import ChatMessage, Role, ToolCall
 
-__all__ = ["CompletionResponse", "Usage"]
-
-_USAGE_FIELDS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_prompt_tokens",
-    "reasoning_tokens",
-)
+__all__ = ["USAGE_FIELDS", "CompletionResponse", "Usage"]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -51,7 +43,7 @@ class Usage:
             cached_prompt_tokens,
             reasoning_tokens,
         )
-        for name, value in zip(_USAGE_FIELDS, values, strict=True):
+        for name, value in zip(USAGE_FIELDS, values, strict=True):
             if value is None and name == "total_tokens":
                 # Summed only here, once both parts have passed the check below.
                 value = self.prompt_tokens + self.completion_tokens
@@ -66,11 +58,16 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(*(getattr(self, n) + getattr(other, n) for n in _USAGE_FIELDS))
+        return Usage(*(getattr(self, n) + getattr(other, n) for n in USAGE_FIELDS))
 
     def to_dict(self) -> dict[str, int]:
         """The counts as a plain dict."""
-        return {name: getattr(self, name) for name in _USAGE_FIELDS}
+        return {name: getattr(self, name) for name in USAGE_FIELDS}
+
+
+USAGE_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(Usage))
+"""The token counts of :class:`Usage`, in its order: the names of the usage columns of
+messages and runs, of the API's ``usage`` objects and of the run's counter update."""
 
 
 @dataclass(frozen=True, slots=True)

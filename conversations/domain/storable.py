@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "DEFAULT_MAX_ARGUMENTS_DEPTH",
+    "MAX_NAME_LENGTH",
     "REPLACEMENT",
     "dumps_compact",
     "json_depth",
@@ -26,6 +27,10 @@ __all__ = [
     "storable_text",
     "text_depth_excess",
 ]
+
+MAX_NAME_LENGTH: Final = 200
+"""Longest call id, tool name and model name the store holds: their columns' size, and
+what a provider's answer and an imported history are checked against."""
 
 DEFAULT_MAX_ARGUMENTS_DEPTH = 64
 _limits = {"arguments_depth": DEFAULT_MAX_ARGUMENTS_DEPTH}

@@ -24,6 +24,8 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from conversations.conf import app_settings
+from conversations.domain.storable import MAX_NAME_LENGTH
+from conversations.domain.timing import milliseconds
 from conversations.models import MCPCall, Profile
 from conversations.selectors import available_tools
 from conversations.services.approvals import approval_levels
@@ -87,11 +89,11 @@ def call_and_record(
     text = truncate_result(text, app_settings().TOOL_RESULT_MAX_BYTES)
     MCPCall.objects.create(
         user=user,
-        tool=name[:200],
+        tool=name[:MAX_NAME_LENGTH],
         arguments=arguments,
         status=status,
         error=error,
-        duration_ms=int((time.monotonic() - started) * 1000),
+        duration_ms=milliseconds(time.monotonic() - started),
         result_bytes=len(text.encode("utf-8")),
     )
     return text, status != MCPCall.Status.SUCCEEDED

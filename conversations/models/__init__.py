@@ -26,6 +26,7 @@ from .constraints import JSONTypeOf
 from .mcp import MCPCall, MCPServer, MCPTool, MCPTransport
 from .transcript import (
     BUSY_RUN_STATUSES,
+    TITLE_MAX_LENGTH,
     Conversation,
     Message,
     Run,
@@ -37,6 +38,7 @@ from .usage import Budget, BudgetCounter, ModelCall
 
 __all__ = [
     "BUSY_RUN_STATUSES",
+    "TITLE_MAX_LENGTH",
     "ApprovalDecision",
     "ApprovalLevel",
     "ApprovalPolicy",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from conversations.domain.storable import MAX_NAME_LENGTH
+
 from .constraints import is_json, non_negative, not_empty, null_or_json
 
 __all__ = ["ApprovalPolicy", "LanguageModel", "Profile", "Provider", "ToolSetting"]
@@ -90,7 +92,9 @@ class LanguageModel(models.Model):
     """A model offered by a provider, with its limits and prices."""
 
     provider = models.ForeignKey(Provider, on_delete=models.PROTECT, related_name="models")
-    model_id = models.CharField(max_length=200, help_text="The provider's name for the model.")
+    model_id = models.CharField(
+        max_length=MAX_NAME_LENGTH, help_text="The provider's name for the model."
+    )
     name = models.CharField(max_length=200, blank=True)
     context_window = models.PositiveIntegerField(null=True, blank=True)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)

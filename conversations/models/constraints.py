@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from django.db.models.sql.compiler import SQLCompiler
 
 __all__ = [
-    "USAGE_FIELDS",
     "DeepJSONDecoder",
     "JSONTypeOf",
     "is_json",
@@ -84,15 +83,6 @@ def non_negative(*fields: str) -> Q:
     for field in fields:
         condition &= Q(**{f"{field}__gte": 0})
     return condition
-
-
-USAGE_FIELDS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_prompt_tokens",
-    "reasoning_tokens",
-)
 
 
 class DeepJSONDecoder(json.JSONDecoder):

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from conversations.domain.storable import MAX_NAME_LENGTH
+
 from .constraints import is_json, not_empty
 
 __all__ = ["MCPCall", "MCPServer", "MCPTool", "MCPTransport"]
@@ -162,7 +164,7 @@ class MCPCall(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_calls"
     )
-    tool = models.CharField(max_length=200)
+    tool = models.CharField(max_length=MAX_NAME_LENGTH)
     arguments = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices)
     error = models.TextField(blank=True, help_text="Detail for admins; never sent to the client.")

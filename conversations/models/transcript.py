@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from django.db import models
@@ -11,12 +11,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from conversations import domain
+from conversations.domain.storable import MAX_NAME_LENGTH
 
 from .config import Profile
-from .constraints import USAGE_FIELDS, DeepJSONDecoder, is_json, non_negative, not_empty
+from .constraints import DeepJSONDecoder, is_json, non_negative, not_empty
 
 __all__ = [
     "BUSY_RUN_STATUSES",
+    "TITLE_MAX_LENGTH",
     "Conversation",
     "Message",
     "Run",
@@ -56,6 +58,10 @@ class RunStatus(models.TextChoices):
 BUSY_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 """A run in one of these holds its conversation: no other run may start."""
 
+TITLE_MAX_LENGTH: Final = 200
+"""The longest conversation title, in characters: the column's size, and what the API,
+the services and the commands check or cut a title to."""
+
 
 class Conversation(models.Model):
     """One conversation of one user; its messages are the history sent to a model."""
@@ -64,7 +70,7 @@ class Conversation(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_conversations"
     )
-    title = models.CharField(max_length=200, blank=True)
+    title = models.CharField(max_length=TITLE_MAX_LENGTH, blank=True)
     profile = models.ForeignKey(
         Profile,
         on_delete=models.SET_NULL,
@@ -153,7 +159,7 @@ class Message(models.Model):
     run = models.ForeignKey(
         "Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
     )
-    model = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=MAX_NAME_LENGTH, blank=True)
     finish_reason = models.CharField(max_length=64, blank=True)
     prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveBigIntegerField(null=True, blank=True)
@@ -208,7 +214,7 @@ class Message(models.Model):
             ),
             # Rule 10
             models.CheckConstraint(
-                condition=non_negative(*USAGE_FIELDS, "latency_ms"),
+                condition=non_negative(*domain.USAGE_FIELDS, "latency_ms"),
                 name="conversations_message_counts_non_negative",
             ),
             models.CheckConstraint(
@@ -241,8 +247,10 @@ class ToolCall(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="tool_calls"
     )
     index = models.PositiveSmallIntegerField(help_text="Order within the assistant message.")
-    call_id = models.CharField(max_length=200, help_text="The provider's id of the call.")
-    name = models.CharField(max_length=200)
+    call_id = models.CharField(
+        max_length=MAX_NAME_LENGTH, help_text="The provider's id of the call."
+    )
+    name = models.CharField(max_length=MAX_NAME_LENGTH)
     arguments = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     # NULL (no raw text) differs from any text, so this text field is nullable.
     raw_arguments = models.TextField(  # noqa: DJ001
@@ -314,7 +322,7 @@ class Run(models.Model):
     error_code = models.CharField(max_length=100, blank=True)
     error_message = models.TextField(blank=True)
     provider = models.CharField(max_length=100, blank=True, help_text="Provider slug or adapter.")
-    model = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=MAX_NAME_LENGTH, blank=True)
     cancel_requested = models.BooleanField(default=False)
     claimed_at = models.DateTimeField(
         null=True,
@@ -353,7 +361,7 @@ class Run(models.Model):
             ),
             # Rule 10
             models.CheckConstraint(
-                condition=non_negative(*USAGE_FIELDS),
+                condition=non_negative(*domain.USAGE_FIELDS),
                 name="conversations_run_counts_non_negative",
             ),
             models.CheckConstraint(

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from conversations.domain.storable import MAX_NAME_LENGTH
+
 from .config import Profile
 from .constraints import non_negative, not_empty
 from .transcript import Conversation, Message, Run
@@ -61,7 +63,7 @@ class ModelCall(models.Model):
     )
     provider = models.CharField(max_length=100, blank=True)
     model = models.CharField(
-        max_length=200,
+        max_length=MAX_NAME_LENGTH,
         blank=True,
         help_text="The model asked for (the answering model's name is on the message).",
     )

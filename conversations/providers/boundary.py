@@ -17,13 +17,11 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from conversations.domain import CompletionResponse, ToolCall, Usage
-from conversations.domain.storable import storable_json, storable_text
+from conversations.domain.storable import MAX_NAME_LENGTH, storable_json, storable_text
 from conversations.exceptions import ProviderInvalidResponse
 
-__all__ = ["MAX_ID_LENGTH", "MAX_TOKEN_COUNT", "METADATA_KEY", "check_response"]
+__all__ = ["MAX_TOKEN_COUNT", "METADATA_KEY", "check_response"]
 
-MAX_ID_LENGTH: Final = 200
-"""Longest call id, tool name and model name the store holds."""
 MAX_FINISH_REASON_LENGTH: Final = 64
 MAX_TOKEN_COUNT: Final = 2**48
 """Largest token count of one answer: a run adds up to 32,767 of them in 64-bit counters."""
@@ -64,7 +62,7 @@ def check_response(response: CompletionResponse, *, provider: str) -> Completion
         )
     content = text(response.content, "content")
     thinking = None if response.thinking is None else text(response.thinking, "thinking")
-    model = bounded(response.model, "model", MAX_ID_LENGTH)
+    model = bounded(response.model, "model", MAX_NAME_LENGTH)
     finish_reason = bounded(response.finish_reason, "finish_reason", MAX_FINISH_REASON_LENGTH)
     metadata = json_value(dict(response.provider_metadata), "provider_metadata")
     if not replaced:
@@ -90,8 +88,8 @@ def _checked_call(
     json_value: Callable[[Any, str], Any],
     bounded: Callable[[str, str, int], str],
 ) -> ToolCall:
-    call_id = bounded(call.id, f"{where}/id", MAX_ID_LENGTH)
-    name = bounded(call.name, f"{where}/name", MAX_ID_LENGTH)
+    call_id = bounded(call.id, f"{where}/id", MAX_NAME_LENGTH)
+    name = bounded(call.name, f"{where}/name", MAX_NAME_LENGTH)
     if call.raw_arguments is not None:
         raw = text(call.raw_arguments, f"{where}/arguments")
         return ToolCall(id=call_id, name=name, type=call.type, raw_arguments=raw)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from conversations.domain import USAGE_FIELDS
 from conversations.models import Conversation, Message, Run, ToolCall
 
 from .history import message_to_domain
@@ -25,8 +26,6 @@ __all__ = ["conversation_lines"]
 
 EXPORT_CHUNK_SIZE = 200
 """Conversations read per round of queries."""
-
-_USAGE = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_prompt_tokens")
 
 
 def _time(value: datetime | None) -> str | None:
@@ -124,7 +123,7 @@ def _conversation(
                 "started_at": _time(run.started_at),
                 "finished_at": _time(run.finished_at),
                 "iterations": run.iterations,
-                "usage": {name: getattr(run, name) for name in _USAGE},
+                "usage": {name: getattr(run, name) for name in USAGE_FIELDS},
                 "error_code": run.error_code,
             }
             for run in runs

@@ -10,6 +10,7 @@ from typing import Any
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
 
+from conversations.domain import USAGE_FIELDS
 from conversations.models import ModelCall
 
 __all__ = ["GROUPINGS", "UsageRow", "usage_calls", "usage_totals"]
@@ -64,6 +65,9 @@ def usage_calls(
     return calls
 
 
+_LEDGER_COUNTS = tuple(name for name in USAGE_FIELDS if name != "total_tokens")
+"""The counts a ledger row stores: all of ``Usage``'s but the total, which is their sum."""
+
 _KEYS = {
     "day": TruncDate("started_at", tzinfo=UTC),
     "model": F("model"),
@@ -75,7 +79,7 @@ _REFS = {"day": None, "model": None, "profile": "profile_id", "user": "user_id"}
 
 def _aggregates() -> dict[str, Any]:
     zero: dict[str, Any] = {}
-    for name in ("prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens"):
+    for name in _LEDGER_COUNTS:
         zero[name] = Coalesce(Sum(name), 0)
     return {
         "calls": Count("pk"),

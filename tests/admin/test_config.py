@@ -10,6 +10,7 @@ import pytest
 
 from conversations.models import LanguageModel, Profile, Provider, ToolSetting
 from conversations.selectors import available_tools, disabled_tool_names
+from conversations.services.configuration import KEYLESS_ADAPTERS
 from conversations.tools import registry
 
 from .conftest import KEY_VARIABLE, SECRET, admin_url
@@ -123,6 +124,15 @@ def test_keyless_adapter_shows_unknown_not_false(admin_client):
     Provider.objects.create(slug="local", name="Local", adapter=Provider.Adapter.OLLAMA)
     listing = html(admin_client.get(admin_url(Provider, "changelist")))
     assert 'alt="None"' in listing
+
+
+@pytest.mark.parametrize("adapter", Provider.Adapter.values)
+def test_the_admin_says_a_provider_needs_no_key_exactly_for_the_keyless_adapters(
+    admin_client, adapter
+):
+    record = Provider.objects.create(slug="p", name="P", adapter=adapter)
+    detail = html(admin_client.get(admin_url(record)))
+    assert ("This adapter needs none." in detail) == (adapter in KEYLESS_ADAPTERS)
 
 
 # Test connection -----------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.core import checks
@@ -159,6 +160,13 @@ def test_run_trace_includes_answers_written_without_the_run(admin_client, histor
     page = html(admin_client.get(admin_url(stale)))
     call = ToolCall.objects.get(call_id="call_open")
     assert "Error: interrupted" in call_row(page, call)
+
+
+def test_a_run_of_one_and_a_half_milliseconds_shows_2_ms_as_the_api_does(admin_client, history):
+    run = history.run
+    Run.objects.filter(pk=run.pk).update(finished_at=run.started_at + timedelta(microseconds=1_500))
+    page = html(admin_client.get(admin_url(run)))
+    assert re.search(r">\s*2 ms\s*<", page)
 
 
 def test_runs_changelist_columns(admin_client, history):

@@ -177,7 +177,9 @@ def test_a_bad_body_is_400_naming_the_field_and_stores_nothing(
     answer = response.json()
     assert answer["code"] == code
     assert [e["pointer"] for e in answer["errors"]] == [pointer]
-    assert answer["detail"] == answer["errors"][0]["detail"]
+    # The summary names the place of the one problem, then says what it is.
+    place = f'Field "{pointer[1:]}": ' if pointer else ""
+    assert answer["detail"] == place + answer["errors"][0]["detail"]
     assert not Message.objects.exists() and not Run.objects.exists()
 
 

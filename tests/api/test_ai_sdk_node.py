@@ -106,6 +106,8 @@ def test_the_ai_sdk_reads_the_stream_and_validates_the_history(
     # What the stream built is exactly what the history says afterwards.
     assert history[1] == streamed
     assert history[3]["id"] == f"run-{second.pk}"
+    # A turn per page, newest first, each page validated by the SDK; older ones by Link.
+    assert result["pages"] == [history[2:], history[:2]]
 
     chat = result["chat"]
     assert chat["status"] == "ready"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
@@ -81,14 +84,14 @@ def staff_client(django_user_model):
 def test_the_pending_approvals_are_listed_for_their_decider(api, other_api, demo_conversation):
     run = hold(demo_conversation, MAIL, NOW)
     body = api.get("/api/approvals/").json()
-    (item,) = body
+    (item,) = body["results"]
     assert item["tool_call"]["id"] == "c_mail" and item["tool_call"]["pk"] == row("c_mail").pk
     assert item["tool_call"]["arguments"] == {"to": "bob@example.com"}
     assert item["tool_call"]["status"] == "awaiting_approval"
     assert item["description"] == "Send a mail to someone."
     assert item["run"] == str(run.pk) and item["level"] == "owner"
     assert item["decision"] == "" and item["decided_by"] is None
-    assert other_api.get("/api/approvals/").json() == []
+    assert other_api.get("/api/approvals/").json()["results"] == []
     # The run's calls show the pk the endpoints take.
     calls = api.get(f"/api/runs/{run.pk}/").json()["tool_calls"]
     assert [(c["id"], c["pk"], c["status"]) for c in calls] == [
@@ -115,7 +118,7 @@ def test_approving_resumes_the_run_in_the_request(api, demo_conversation, calls_
     assert body["approval"]["decided_by"] == "alice"
     assert body["run"]["status"] == "completed"
     assert calls_made == ["send_mail", "clock"]
-    assert api.get("/api/approvals/").json() == []
+    assert api.get("/api/approvals/").json()["results"] == []
 
 
 def test_rejecting_with_a_reason(api, demo_conversation, calls_made):
@@ -174,9 +177,9 @@ def test_a_staff_level_call_is_403_for_its_owner(
     response = api.post(approve_url("c_pay"))
     assert response.status_code == 403
     assert response.json()["code"] == "approval_forbidden"
-    assert api.get("/api/approvals/").json() == []
+    assert api.get("/api/approvals/").json()["results"] == []
     reviewer = staff_client(django_user_model)
-    (item,) = reviewer.get("/api/approvals/").json()
+    (item,) = reviewer.get("/api/approvals/").json()["results"]
     assert item["level"] == "staff"
     response = reviewer.post(approve_url("c_pay"))
     assert response.status_code == 200, response.content
@@ -186,7 +189,7 @@ def test_a_staff_level_call_is_403_for_its_owner(
 def test_the_permission_does_not_reach_owner_level_calls(demo_conversation, django_user_model):
     hold(demo_conversation, MAIL)
     reviewer = staff_client(django_user_model)
-    assert reviewer.get("/api/approvals/").json() == []
+    assert reviewer.get("/api/approvals/").json()["results"] == []
     assert reviewer.post(approve_url("c_mail")).status_code == 404
 
 
@@ -241,7 +244,7 @@ def test_listing_approvals_costs_the_same_for_one_or_many(
         call = ToolCall(id=f"c_mail_{n}", name="send_mail", arguments={"to": f"{n}@example.com"})
         hold(conversation, call)
     with django_assert_max_num_queries(4):
-        body = api.get("/api/approvals/").json()
+        body = api.get("/api/approvals/").json()["results"]
     assert [item["tool_call"]["id"] for item in body] == [f"c_mail_{n}" for n in range(5)]
 
 
@@ -251,3 +254,52 @@ def test_an_id_no_row_can_have_is_the_json_404(api, tool_call_id):
         response = api.post(f"/api/tool-calls/{tool_call_id}/{action}/", {}, format="json")
         assert response.status_code == 404
         assert response.json()["code"] == "not_found"
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_reviewers_answer_is_the_decision_and_the_call_not_the_owners_run(
+    api, demo_conversation, django_user_model, decision
+):
+    hold(demo_conversation, PAY)
+    reviewer = staff_client(django_user_model)
+    url = approve_url("c_pay") if decision == "approve" else reject_url("c_pay")
+    response = reviewer.post(url, {"reason": "no"} if decision == "reject" else None, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert set(body) == {"approval"}
+    assert body["approval"]["decision"] == ("approved" if decision == "approve" else "rejected")
+    assert body["approval"]["tool_call"]["id"] == "c_pay"
+    # Nothing of the owner's messages: no user text, no answer, no other call.
+    assert "go" not in json.dumps(body) and "messages" not in json.dumps(body)
+
+
+def test_the_owners_answer_keeps_the_run(api, demo_conversation):
+    hold(demo_conversation, MAIL)
+    body = api.post(approve_url("c_mail")).json()
+    assert set(body) == {"approval", "run"}
+    assert body["run"]["status"] == "completed"
+    assert body["approval"]["decision"] == "approved"
+
+
+def test_the_approvals_are_paginated_oldest_first(api, user, profile):
+    from conversations.models import Conversation
+
+    for n in range(3):
+        conversation = Conversation.objects.create(owner=user, profile=profile)
+        hold(conversation, ToolCall(id=f"c_{n}", name="send_mail", arguments={"to": f"{n}@x"}))
+    first = api.get("/api/approvals/", {"page_size": 2}).json()
+    assert [item["tool_call"]["id"] for item in first["results"]] == ["c_0", "c_1"]
+    assert first["previous"] is None and first["next"]
+    second = api.get(first["next"]).json()
+    assert [item["tool_call"]["id"] for item in second["results"]] == ["c_2"]
+    assert second["next"] is None and second["previous"]
+
+
+def test_a_forged_approvals_cursor_is_a_400_naming_it(api):
+    forged = base64.b64encode(b"p=not-a-time").decode()
+    response = api.get("/api/approvals/", {"cursor": forged})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid_cursor"
+    assert body["errors"][0]["parameter"] == "cursor"
+    assert body["detail"].startswith('Parameter "cursor": ')

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 
+from conversations.api.sse.slots import acquire_stream_slot, release_stream_slot
 from conversations.models import Budget, BudgetCounter, Conversation, Run
 from conversations.services.usage.budgets import period_bounds
 
@@ -156,3 +158,26 @@ def test_a_used_up_budget_refuses_edit_and_regenerate_before_any_branch(
     assert int(response["Retry-After"]) > 0
     assert Conversation.objects.count() == 1  # no branch was made
     assert Run.objects.count() == runs
+
+
+@pytest.mark.parametrize(
+    ("tail", "body"),
+    [("messages/0/edit/", {"content": "Hello there"}), ("regenerate/", None)],
+)
+def test_edit_and_regenerate_without_a_free_stream_slot_refuse_before_any_branch(
+    api, history, demo_conversation, user, settings, tail, body
+):
+    settings.CONVERSATIONS = {"MESSAGE_THROTTLE_RATE": None, "MAX_STREAMS_PER_USER": 1}
+    cache.clear()
+    held = acquire_stream_slot(user_id=user.pk, lifetime=60)
+    assert held is not None  # the user's one slot, taken by another stream
+    try:
+        for _attempt in range(2):  # a client retrying makes nothing either
+            response = api.post(
+                _url(demo_conversation, tail), body, format="json", HTTP_ACCEPT="text/event-stream"
+            )
+            assert response.status_code == 429
+            assert response.json()["code"] == "too_many_streams"
+        assert Conversation.objects.count() == 1  # no branch was made
+    finally:
+        release_stream_slot(held)

@@ -42,7 +42,9 @@ def test_each_app_error_has_its_status_and_code(exc, status, code):
     response = exception_handler(exc, {})
     assert response.status_code == status
     assert response.data["code"] == code
-    assert response.data["detail"] == exc.detail
+    # A located problem is named by its place; every message starts with a capital letter.
+    place = f'Field "{exc.field}": ' if getattr(exc, "field", None) else ""
+    assert response.data["detail"] == place + exc.detail[0].upper() + exc.detail[1:]
     assert status_for_exception(exc) == status
     # A run that stored the class's code answers exactly like the exception.
     assert status_for_code(type(exc).code) == status
@@ -69,7 +71,7 @@ def test_invalid_argument_points_into_the_body():
             "pointer": "/messages/1/tool_calls/0/function/name",
             "parameter": None,
             "code": "empty_tool_name",
-            "detail": "x",
+            "detail": "X",
         }
     ]
     # Without a field there is nothing in the request to point at.
@@ -92,7 +94,10 @@ def test_nested_validation_errors_become_pointers():
         }
     )
     data = exception_handler(exc, {}).data
-    assert data["code"] == "invalid" and data["detail"] == "The request is not valid."
+    assert data["code"] == "invalid"
+    assert data["detail"] == (
+        'The request is not valid: Field "title", Field "items/2/name", Field "rows/1/x".'
+    )
     assert [(e["pointer"], e["code"]) for e in data["errors"]] == [
         ("/title", "max_length"),
         ("/items/2/name", "required"),

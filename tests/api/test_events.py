@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from conversations.api.sse.views import STRIDE, RunEventStream
+from conversations.api.base import ConversationsAPIView
+from conversations.api.sse.views import STRIDE, RunEventStream, RunEventsView
 from conversations.domain import ToolCall
 from conversations.models import Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
@@ -173,6 +174,69 @@ def test_a_token_works_and_a_bad_one_is_refused(user, history):
     assert bad.status_code == 401 and bad.json()["code"] == "authentication_failed"
 
 
+def test_the_stream_view_is_an_api_view_with_the_apis_authentication():
+    assert issubclass(RunEventsView, ConversationsAPIView)
+    assert RunEventsView.authentication_classes == ConversationsAPIView.authentication_classes
+    assert RunEventsView.permission_classes == ConversationsAPIView.permission_classes
+
+
+def _credentials(kind, user, django_user_model):
+    """A client carrying one kind of credentials (or none, or bad ones)."""
+    client = Client()
+    if kind == "session":
+        client.force_login(user)
+    elif kind == "token":
+        client.defaults["HTTP_AUTHORIZATION"] = f"Token {Token.objects.create(user=user).key}"
+    elif kind == "unknown token":
+        client.defaults["HTTP_AUTHORIZATION"] = "Token nope"
+    elif kind == "token without a key":
+        client.defaults["HTTP_AUTHORIZATION"] = "Token"
+    elif kind == "inactive user's token":
+        idle = django_user_model.objects.create_user(username="idle", is_active=False)
+        client.defaults["HTTP_AUTHORIZATION"] = f"Token {Token.objects.create(user=idle).key}"
+    elif kind == "unknown token with a session":
+        client.force_login(user)
+        client.defaults["HTTP_AUTHORIZATION"] = "Token nope"
+    return client
+
+
+def _answer(response):
+    code = None if response.status_code in (200, 204) else response.json()["code"]
+    return response.status_code, code, response.get("WWW-Authenticate")
+
+
+CREDENTIALS = [
+    "none",
+    "session",
+    "token",
+    "unknown token",
+    "token without a key",
+    "inactive user's token",
+    "unknown token with a session",
+]
+
+
+@pytest.mark.parametrize("kind", CREDENTIALS)
+@pytest.mark.parametrize("tokens", [True, False], ids=["authtoken", "no authtoken"])
+def test_every_kind_of_credentials_gets_the_answer_a_json_view_gives(
+    kind, tokens, user, django_user_model, history, settings
+):
+    if not tokens:
+        settings.INSTALLED_APPS = [
+            app for app in settings.INSTALLED_APPS if app != "rest_framework.authtoken"
+        ]
+    client = _credentials(kind, user, django_user_model)
+    json_view = client.get(reverse("conversations:run-detail", args=[history.pk]))
+    stream = client.get(events_url(history))
+    assert _answer(stream)[1:] == _answer(json_view)[1:]
+    if json_view.status_code == 200:
+        assert (
+            stream.status_code == 200 and ids(parse(b"".join(stream.streaming_content))) == EXPECTED
+        )
+    else:
+        assert stream.status_code == json_view.status_code
+
+
 def test_a_malformed_last_event_id_is_a_400(browser, history):
     response = browser.get(events_url(history), headers={"Last-Event-ID": "abc"})
     assert response.status_code == 400
@@ -180,10 +244,16 @@ def test_a_malformed_last_event_id_is_a_400(browser, history):
     assert body["code"] == "invalid" and body["errors"][0]["parameter"] == "last_event_id"
 
 
-def test_only_get(browser, history):
-    response = browser.post(events_url(history))
+@pytest.mark.parametrize("method", ["post", "options"])
+def test_only_get(browser, history, method):
+    response = getattr(browser, method)(events_url(history))
     assert response.status_code == 405
     assert response.json()["code"] == "method_not_allowed" and response["Allow"] == "GET"
+
+
+def test_head_is_refused_too_not_streamed(browser, history):
+    response = browser.head(events_url(history))
+    assert response.status_code == 405 and response["Allow"] == "GET"
 
 
 # While the loop works -----------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def test_an_unknown_format_is_400_listing_the_valid_ones(api, demo_conversation)
     detail = "Unknown format; valid formats: openai, anthropic, gemini, ollama."
     assert response.json() == {
         "code": "invalid_format",
-        "detail": detail,
+        "detail": f'Parameter "format": {detail}',
         "errors": [
             {"pointer": None, "parameter": "format", "code": "invalid_format", "detail": detail}
         ],

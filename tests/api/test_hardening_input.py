@@ -7,6 +7,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from conversations.domain.storable import MAX_NAME_LENGTH
 from conversations.models import Conversation, Message, ToolCall
 
 pytestmark = pytest.mark.django_db
@@ -66,8 +67,8 @@ def test_import_refuses_arguments_the_store_cannot_hold(api, arguments, code, po
 @pytest.mark.parametrize(
     ("fields", "pointer"),
     [
-        ({"call_id": "c" * 201}, "/messages/1/tool_calls/0/id"),
-        ({"name": "n" * 201}, "/messages/1/tool_calls/0/function/name"),
+        ({"call_id": "c" * (MAX_NAME_LENGTH + 1)}, "/messages/1/tool_calls/0/id"),
+        ({"name": "n" * (MAX_NAME_LENGTH + 1)}, "/messages/1/tool_calls/0/function/name"),
     ],
 )
 def test_import_refuses_ids_and_names_longer_than_stored(api, fields, pointer):

@@ -208,7 +208,7 @@ def test_each_invalid_shape_is_400_with_code_and_pointer_and_saves_nothing(
     body = response.json()
     assert body["code"] == code
     assert [(e["pointer"], e["code"]) for e in body["errors"]] == [(pointer, code)]
-    assert body["errors"][0]["detail"] == body["detail"]
+    assert body["detail"] == f'Field "{pointer[1:]}": ' + body["errors"][0]["detail"]
     assert not Conversation.objects.exists()
     assert not Message.objects.exists()
     assert not ToolCall.objects.exists()
@@ -262,3 +262,11 @@ def test_an_error_result_keeps_its_flag_through_import_and_the_message_list(api)
         ("tool", True),
         ("assistant", False),
     ]
+
+
+def test_an_empty_history_imports_as_an_empty_conversation(api, profile):
+    # What the export writes for a conversation without messages must import again.
+    response = api.post(IMPORT, {"title": "Nothing yet", "messages": []}, format="json")
+    assert response.status_code == 201, response.content
+    conversation = Conversation.objects.get(pk=response.json()["id"])
+    assert conversation.title == "Nothing yet" and not conversation.messages.exists()

@@ -151,7 +151,7 @@ def test_post_to_a_busy_conversation_is_409(api, demo_conversation, running_run)
     assert response.status_code == 409
     assert response.json() == {
         "code": "conversation_busy",
-        "detail": "another run is already running on this conversation",
+        "detail": "Another run is already running on this conversation",
         "errors": [],
     }
     assert not Message.objects.exists()
@@ -184,7 +184,7 @@ def test_post_over_the_size_limit_is_413(api, demo_conversation, settings):
     assert response.status_code == 413
     assert response.json() == {
         "code": "content_too_large",
-        "detail": "The content is 12 bytes (UTF-8); at most 10 are accepted.",
+        "detail": 'Field "content": The content is 12 bytes (UTF-8); at most 10 are accepted.',
         "errors": [
             {
                 "pointer": "/content",
@@ -268,7 +268,7 @@ def test_an_unreachable_provider_fails_the_run_and_answers_503(api, user):
     assert response.status_code == 503
     body = response.json()
     assert body["code"] == "provider_unavailable"
-    assert body["detail"] == "ollama: connection failed (ConnectError)"
+    assert body["detail"] == "Ollama: connection failed (ConnectError)"
     assert body["errors"] == []
     assert body["run"]["status"] == "failed"
     assert body["run"]["error_code"] == "provider_unavailable"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
 
+from conversations.domain.timing import duration_ms
 from conversations.models import Run
 from conversations.services.loop import claim_run
 
@@ -39,9 +42,7 @@ def test_run_detail_has_every_field(api, history, demo_conversation):
     }
     assert body["provider"] == "demo" and body["model"] == "demo-model"
     assert body["finished_at"] is not None
-    assert body["duration_ms"] == round(
-        (history.finished_at - history.started_at).total_seconds() * 1000
-    )
+    assert body["duration_ms"] == duration_ms(history.started_at, history.finished_at)
     assert body["error_code"] == "" and body["error_message"] == ""
     assert body["final_content"] == "Paris: light rain; 6*7 = 42."
     assert [(c["name"], c["arguments"], c["status"]) for c in body["tool_calls"]] == [
@@ -55,6 +56,13 @@ def test_a_running_run_has_no_duration_yet(api, running_run):
     assert body["status"] == "running" and body["finished_at"] is None
     assert body["duration_ms"] is None and body["tool_calls"] == []
     assert body["profile"] is None
+
+
+def test_a_duration_is_rounded_to_the_nearest_millisecond_a_half_up(api, history):
+    Run.objects.filter(pk=history.pk).update(
+        finished_at=history.started_at + timedelta(microseconds=2_500)
+    )
+    assert api.get(run_url(history)).json()["duration_ms"] == 3
 
 
 def test_runs_are_listed_newest_first(api, demo_conversation):

@@ -50,7 +50,14 @@ OPERATIONS = {
         "404",
         "503",
     },
-    ("/api/conversations/{conversation_id}/chat/", "get"): {"200", "401", "403", "404", "503"},
+    ("/api/conversations/{conversation_id}/chat/", "get"): {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "503",
+    },
     ("/api/conversations/{conversation_id}/chat/", "post"): {
         "200",
         "400",
@@ -113,7 +120,7 @@ OPERATIONS = {
     ("/api/export/", "get"): {"200", "401", "403", "503"},
     ("/api/tools/", "get"): {"200", "401", "403", "503"},
     ("/api/profiles/", "get"): {"200", "401", "403", "503"},
-    ("/api/approvals/", "get"): {"200", "401", "403", "503"},
+    ("/api/approvals/", "get"): {"200", "400", "401", "403", "503"},
     ("/api/tool-calls/{tool_call_id}/approve/", "post"): {
         "200",
         "202",
@@ -302,3 +309,16 @@ def test_every_operation_documents_the_503_of_a_busy_database(schema):
     # A 503 a view documents itself keeps its own words in front.
     post = schema["paths"]["/api/conversations/{conversation_id}/messages/"]["post"]
     assert "`executor_unavailable`" in post["responses"]["503"]["description"]
+
+
+def test_the_approvals_and_the_chat_history_are_documented_as_pages(schema):
+    approvals = schema["paths"]["/api/approvals/"]["get"]
+    ref = approvals["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    page = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert {"next", "previous", "results"} <= set(page["properties"])
+    assert {p["name"] for p in approvals["parameters"]} >= {"cursor", "page_size"}
+    # The history stays the array useChat takes; the other pages are in the Link header.
+    chat = schema["paths"]["/api/conversations/{conversation_id}/chat/"]["get"]
+    assert chat["responses"]["200"]["content"]["application/json"]["schema"]["type"] == "array"
+    assert {p["name"] for p in chat["parameters"]} >= {"cursor", "page_size"}
+    assert chat["responses"]["200"]["headers"]["Link"]["schema"] == {"type": "string"}

@@ -17,6 +17,19 @@ from .conftest import scripted_turn
 pytestmark = pytest.mark.django_db
 
 USAGE_URL = "/api/usage/"
+ROW_FIELDS = [
+    "key",
+    "calls",
+    "failed_calls",
+    "unpriced_calls",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+    "cost",
+]
+"""What one row of totals holds, in the documented order."""
 
 
 @pytest.fixture
@@ -100,6 +113,7 @@ def test_usage_groups_by_day_between_from_and_to(api, ledger):
     assert total["prompt_tokens"] == 120 and total["completion_tokens"] == 34
     assert total["total_tokens"] == 154 and total["cached_prompt_tokens"] == 8
     assert total["cost"] == "0.000094000"  # only the priced calls
+    assert all(list(row) == ROW_FIELDS for row in [total, *body["groups"]])
     assert body["user"] == str(ledger[0].user_id)
 
 

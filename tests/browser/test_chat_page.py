@@ -114,10 +114,11 @@ def test_the_demo_question_shows_two_tool_cards_and_the_answer(live_server, demo
     cards = page.locator("details.llm-tool")
     expect(cards).to_have_count(2)
     expect(cards.locator(".llm-tool-name")).to_have_text(["get_weather", "get_current_time"])
-    expect(cards.locator(".llm-badge")).to_have_text(["succeeded", "succeeded"])
+    expect(cards.locator(".llm-badge")).to_have_text(["Succeeded", "Succeeded"])
     for index in range(2):
-        # Collapsed by default.
+        # Collapsed once the run ended, with a one-line summary of the result.
         assert cards.nth(index).get_attribute("open") is None
+    expect(cards.nth(0).locator(".llm-tool-summary")).to_contain_text('"city":"Leipzig"')
     expect(page.locator("#llm-alert")).to_be_hidden()
     expect(page.locator("#llm-progress")).to_be_hidden()
 
@@ -223,12 +224,14 @@ def test_progress_shows_the_calls_while_the_run_goes_on(live_server, demo, slow_
     expect(page.locator("details.llm-tool")).to_have_count(2)
     expect(page.locator(".llm-msg-assistant .llm-msg-text")).to_have_count(0)
     expect(page.get_by_role("button", name="Send")).to_be_disabled()
-    expect(page.locator("details.llm-tool").first.locator(".llm-badge")).to_have_text("running")
+    expect(page.locator("details.llm-tool").first.locator(".llm-badge")).to_have_text("Running")
+    # While the run goes on the cards are open, so each result shows as it arrives.
+    expect(page.locator("details.llm-tool[open]")).to_have_count(2)
 
     # Then the answer, with the final state of each call.
     expect(page.locator(".llm-msg-assistant .llm-msg-text")).to_contain_text("In Leipzig it is")
     expect(progress).to_be_hidden()
-    expect(page.locator("details.llm-tool .llm-badge")).to_have_text(["succeeded", "succeeded"])
+    expect(page.locator("details.llm-tool .llm-badge")).to_have_text(["Succeeded", "Succeeded"])
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     context.close()
 
@@ -340,7 +343,7 @@ def test_with_workers_the_page_follows_the_run_events(
     box.fill('/call slow_step {"label": "one", "seconds": 8}')
     box.press("Enter")
     card = page.locator("details.llm-tool")
-    expect(card.locator(".llm-badge")).to_have_text("running")
+    expect(card.locator(".llm-badge")).to_have_text("Running")
     expect(page.get_by_role("status")).to_contain_text("Working… 1 tool call (slow_step)")
     assert statuses == [200] and streams == []
 
@@ -349,7 +352,7 @@ def test_with_workers_the_page_follows_the_run_events(
     expect(page.get_by_role("button", name="Send")).to_be_disabled(timeout=TIMEOUT_MS)
     answer = page.locator(".llm-msg-assistant .llm-msg-text").last
     expect(answer).to_contain_text("slow_step", timeout=TIMEOUT_MS)
-    expect(page.locator("details.llm-tool .llm-badge")).to_have_text("succeeded")
+    expect(page.locator("details.llm-tool .llm-badge")).to_have_text("Succeeded")
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     expect(page.locator("#llm-alert")).to_be_hidden()
     assert len(streams) == 1

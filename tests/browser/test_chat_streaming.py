@@ -146,7 +146,7 @@ def test_a_tool_card_appears_and_fills_in_while_its_call_streams(
 
     # The stored call with its result, and the answer.
     stored = page.locator(".llm-msg-assistant:not(.llm-live) details.llm-tool .llm-badge")
-    expect(stored).to_have_text("succeeded", timeout=TIMEOUT_MS)
+    expect(stored).to_have_text("Succeeded", timeout=TIMEOUT_MS)
     answer = page.locator(".llm-msg-assistant:not(.llm-live) .llm-msg-text")
     expect(answer).to_contain_text("In Leipzig it is", timeout=TIMEOUT_MS)
     expect(page.locator(".llm-live")).to_have_count(0)
@@ -184,7 +184,7 @@ def test_a_dropped_stream_resumes_after_the_last_stored_event(live_server, demo,
 
     answer = page.locator(".llm-msg-assistant .llm-msg-text")
     expect(answer).to_contain_text("In Leipzig it is", timeout=TIMEOUT_MS)
-    expect(page.locator("details.llm-tool .llm-badge")).to_have_text("succeeded")
+    expect(page.locator("details.llm-tool .llm-badge")).to_have_text("Succeeded")
     expect(page.locator(".llm-msg-user")).to_have_count(1)
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     expect(page.locator("#llm-alert")).to_be_hidden()
@@ -199,14 +199,28 @@ def test_stop_cancels_a_slow_run(live_server, slow_demo, browser, page):
 
     note = page.locator(".llm-run")
     expect(note).to_have_attribute("data-status", "cancelled")
-    expect(note).to_contain_text("Run cancelled")
+    expect(note).to_contain_text("Stopped")
     expect(page.locator("#llm-stop")).to_be_hidden()
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     expect(page.locator(".llm-live")).to_have_count(0)
-    # Asked for, so no error alert; the note stays after a reload.
+    # Asked for, so no error alert; the answer so far is kept and says it was stopped.
     expect(page.locator("#llm-alert")).to_be_hidden()
+    stopped = page.locator(".llm-msg-assistant[data-finish=cancelled]")
+    expect(stopped.locator(".llm-msg-meta")).to_contain_text("stopped")
+    # The note and the stopped answer stay after a reload.
     page.reload()
-    expect(page.locator(".llm-run")).to_contain_text("Run cancelled")
+    expect(page.locator(".llm-run")).to_contain_text("Stopped")
+    expect(stopped.locator(".llm-msg-meta")).to_contain_text("stopped")
+    assert page.errors == []
+
+
+def test_escape_stops_the_answer_being_written(live_server, slow_demo, browser, page):
+    log_in(page, live_server.url)
+    ask(page, "demo", HELLO)
+    grown(page, "")
+    page.keyboard.press("Escape")
+    expect(page.locator(".llm-run")).to_have_attribute("data-status", "cancelled")
+    expect(page.locator("#llm-stop")).to_be_hidden()
     assert page.errors == []
 
 
@@ -244,7 +258,7 @@ def test_a_run_waiting_for_a_worker_says_queued_and_stop_ends_it(
     expect(progress).to_contain_text("Queued: waiting for a worker")
     expect(progress).to_have_class("llm-progress llm-progress-queued")
     page.get_by_role("button", name="Stop").click()
-    expect(page.locator(".llm-run")).to_contain_text("Run cancelled")
+    expect(page.locator(".llm-run")).to_contain_text("Stopped")
     expect(progress).to_be_hidden()
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     assert page.errors == []

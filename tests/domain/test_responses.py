@@ -6,6 +6,7 @@ from contextlib import contextmanager
 import pytest
 
 from conversations.domain import (
+    USAGE_FIELDS,
     ChatMessage,
     CompletionResponse,
     InvalidArgumentError,
@@ -36,6 +37,11 @@ FIELDS = [
 
 
 # Usage ----------------------------------------------------------------------------------
+
+
+def test_the_usage_field_names_are_the_counts_of_usage_in_order():
+    assert tuple(field.name for field in dataclasses.fields(Usage)) == USAGE_FIELDS
+    assert list(USAGE_FIELDS) == FIELDS
 
 
 def test_usage_defaults_to_zero():

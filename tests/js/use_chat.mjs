@@ -8,8 +8,10 @@
 // 2. A Chat (the class behind useChat, over an in-memory state) sends a second
 //    message through the same transport and keeps its messages.
 // 3. GET .../chat/ is validated with validateUIMessages.
+// 4. So is each page of it, a turn per page, older pages found by their Link.
 // Prints one JSON object: the chunk types, the streamed message, the chat's
-// messages and the validated history. Exits non-zero on any SDK error.
+// messages, the validated history and its pages (newest first). Exits
+// non-zero on any SDK error.
 import {
   AbstractChat,
   DefaultChatTransport,
@@ -89,12 +91,24 @@ const response = await fetch(api, { headers });
 if (!response.ok) throw new Error(`GET ${api}: ${response.status}`);
 const history = await validateUIMessages({ messages: await response.json() });
 
+// 4. The history a turn per page: the newest page, then the older one its Link names.
+const pages = [];
+let pageUrl = `${api}?page_size=1`;
+while (pageUrl) {
+  const page = await fetch(pageUrl, { headers });
+  if (!page.ok) throw new Error(`GET ${pageUrl}: ${page.status}`);
+  pages.push(await validateUIMessages({ messages: await page.json() }));
+  const older = /<([^>]*)>;\s*rel="next"/.exec(page.headers.get('Link') || '');
+  pageUrl = older ? older[1] : null;
+}
+
 console.log(
   JSON.stringify({
     chunkTypes,
     streamed,
     chat: { status: chat.status, messages: chat.messages },
     history,
+    pages,
     errors,
   }),
 );

@@ -6,11 +6,11 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from conversations.domain import Usage
-from conversations.exceptions import InvalidArgumentError, WouldSplitToolCall
-from conversations.models import Conversation, Message, Run, ToolCall
+from conversations.exceptions import BudgetExceeded, InvalidArgumentError, WouldSplitToolCall
+from conversations.models import Budget, Conversation, Message, Run, ToolCall
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
-from conversations.services import run_tool_loop
+from conversations.services import run_tool_loop, submit_message
 from conversations.services.history.branches import (
     edit_message,
     fork_conversation,
@@ -34,6 +34,9 @@ def _turn(conversation, content="Weather in Paris, and 6*7?"):
         ]
     )
     return run_tool_loop(conversation=conversation, content=content, provider=provider)
+
+
+_TEXT = scripted_text("ok", usage=Usage(prompt_tokens=2, completion_tokens=1))
 
 
 @pytest.fixture
@@ -192,6 +195,25 @@ def test_regenerate_needs_a_user_message(demo_conversation):
     with pytest.raises(InvalidArgumentError) as caught:
         regenerate_answer(conversation=demo_conversation)
     assert caught.value.code == "nothing_to_regenerate"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda conversation: edit_message(conversation=conversation, position=0, content="x"),
+        lambda conversation: regenerate_answer(conversation=conversation),
+        lambda conversation: submit_message(conversation=conversation, content="x"),
+    ],
+    ids=["edit", "regenerate", "post"],
+)
+def test_a_used_up_budget_is_refused_before_anything_is_stored(history, user, answer):
+    Budget.objects.create(name="spent", scope="user", user=user, period="total", token_limit=1)
+    run_tool_loop(conversation=history, content="more", provider=ScriptedProvider([_TEXT]))
+    stored = (Conversation.objects.count(), Message.objects.count(), Run.objects.count())
+    with pytest.raises(BudgetExceeded) as caught:
+        answer(history)
+    assert caught.value.budget == "spent"
+    assert (Conversation.objects.count(), Message.objects.count(), Run.objects.count()) == stored
 
 
 @pytest.mark.postgres

@@ -11,13 +11,16 @@ from django.db import IntegrityError, connection, transaction
 
 from conversations import signals
 from conversations.domain import ToolCall, Usage
+from conversations.domain.estimates import estimate_call
 from conversations.exceptions import BudgetExceeded
 from conversations.models import Budget, BudgetCounter, Conversation, ModelCall, Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import run_tool_loop
-from conversations.services.usage.budgets import ensure_within_budgets, period_bounds
+from conversations.services.usage.budgets import check_budgets, period_bounds
 from conversations.tools import registry, tool
+
+from .test_concurrency import run_in_threads
 
 TEN = Usage(prompt_tokens=6, completion_tokens=4)
 
@@ -130,7 +133,7 @@ def test_a_total_cost_budget_never_resets(demo_conversation, language_model, use
     Budget.objects.create(name="pilot", scope="global", period="total", cost_limit=Decimal("5"))
     run_tool_loop(conversation=demo_conversation, content="hi", provider=ScriptedProvider([text()]))
     with pytest.raises(BudgetExceeded) as excinfo:
-        ensure_within_budgets(user=user, profile=demo_conversation.profile)
+        check_budgets(user_id=user.pk, profile_id=demo_conversation.profile_id)
     assert excinfo.value.resets_at is None
     assert excinfo.value.budget == "pilot"
     assert "for good" in excinfo.value.detail
@@ -299,3 +302,127 @@ def test_the_queries_of_a_run_do_not_grow_with_the_number_of_budgets(demo_conver
         )
     queries_of_one_run()
     assert queries_of_one_run() == one
+
+
+# Reserving a call's estimate -------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_refused_call_reserves_nothing_and_a_recorded_one_keeps_only_what_it_used(
+    demo_conversation, user
+):
+    Budget.objects.create(name="alice", scope="user", user=user, period="day", token_limit=10)
+    run_tool_loop(conversation=demo_conversation, content="hi", provider=ScriptedProvider([text()]))
+    blocked = run_tool_loop(
+        conversation=demo_conversation, content="again", provider=ScriptedProvider([text()])
+    )
+    assert blocked.status == Run.Status.BUDGET_EXHAUSTED
+    counter = BudgetCounter.objects.get()
+    assert (counter.tokens, counter.calls) == (10, 1)  # the estimate of neither call is left
+
+
+@pytest.mark.django_db
+def test_a_failed_call_gives_back_its_reservation(demo_conversation, user):
+    from conversations.exceptions import ProviderConnectionError
+
+    Budget.objects.create(name="alice", scope="user", user=user, period="day", token_limit=10**6)
+    provider = ScriptedProvider([ProviderConnectionError("down")])
+    run = run_tool_loop(conversation=demo_conversation, content="hi", provider=provider)
+    assert run.status == Run.Status.FAILED
+    counter = BudgetCounter.objects.get()
+    assert (counter.tokens, counter.cost, counter.calls) == (0, Decimal(0), 1)
+
+
+@pytest.mark.django_db
+def test_a_call_in_flight_counts_as_its_estimate(demo_conversation, user, profile):
+    profile.max_tokens = 300
+    profile.save()
+    Budget.objects.create(name="alice", scope="user", user=user, period="day", token_limit=10**6)
+    seen = []
+
+    def answer(messages, tools, options):
+        # Another process reading the budget now sees this call as spent.
+        seen.append(BudgetCounter.objects.get().tokens)
+        expected = estimate_call(sent=messages, tools=tools, max_output_tokens=options.max_tokens)
+        seen.append(expected.prompt_tokens + expected.completion_tokens)
+        return text()
+
+    run = run_tool_loop(
+        conversation=demo_conversation, content="hi", provider=ScriptedProvider([answer])
+    )
+    assert run.status == Run.Status.COMPLETED
+    reserved, estimate = seen
+    assert reserved == estimate > 300
+    assert BudgetCounter.objects.get().tokens == 10
+
+
+@pytest.mark.django_db
+def test_a_counter_reset_by_hand_while_a_call_runs_never_goes_below_zero(demo_conversation, user):
+    Budget.objects.create(name="alice", scope="user", user=user, period="day", token_limit=10**6)
+
+    def answer(messages, tools, options):
+        # An admin resets the counter, reservation and all, while the call runs.
+        BudgetCounter.objects.update(tokens=0, cost=Decimal(0))
+        return text()
+
+    run = run_tool_loop(
+        conversation=demo_conversation, content="hi", provider=ScriptedProvider([answer])
+    )
+    assert run.status == Run.Status.COMPLETED
+    counter = BudgetCounter.objects.get()
+    assert (counter.tokens, counter.cost, counter.calls) == (0, Decimal(0), 1)
+
+
+POSTS = 20
+BLOCKING_LIMIT = 5_000
+USED = Usage(prompt_tokens=10, completion_tokens=740)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_posts_overspend_a_budget_by_at_most_one_calls_estimate(
+    django_user_model, profile
+):
+    profile.max_tokens = 1000
+    profile.save()
+    owner = django_user_model.objects.create(username="alice")
+    Budget.objects.create(name="shared", scope="global", period="day", token_limit=BLOCKING_LIMIT)
+    conversations = [
+        Conversation.objects.create(owner=owner, profile=profile) for _ in range(POSTS)
+    ]
+    decided = threading.Condition()
+    outcomes: list[bool] = []  # one per post: whether its model call was allowed
+    estimates: list[int] = []
+
+    def decide(called):
+        with decided:
+            outcomes.append(called)
+            decided.notify_all()
+
+    def answer(messages, tools, options):
+        estimate = estimate_call(sent=messages, tools=tools, max_output_tokens=options.max_tokens)
+        estimates.append(estimate.prompt_tokens + estimate.completion_tokens)
+        decide(True)
+        # Waiting holds no pooled connection (twenty would exhaust the pool).
+        connection.close()
+        # Every allowed call is still in flight when the last post is allowed or refused.
+        with decided:
+            assert decided.wait_for(lambda: len(outcomes) == POSTS, timeout=60)
+        return scripted_text("ok", usage=USED)
+
+    def post(n):
+        provider = ScriptedProvider([answer])
+        try:
+            run_tool_loop(conversation=conversations[n], content="go", provider=provider)
+        finally:
+            if not provider.requests:
+                decide(False)
+
+    run_in_threads(post, POSTS)
+
+    spent = sum(c.prompt_tokens + c.completion_tokens for c in ModelCall.objects.all())
+    assert spent <= BLOCKING_LIMIT + max(estimates)
+    assert BudgetCounter.objects.get().tokens == spent  # every reservation was settled
+    statuses = [run.status for run in Run.objects.all()]
+    assert statuses.count(Run.Status.COMPLETED) == outcomes.count(True) == len(estimates)
+    assert statuses.count(Run.Status.BUDGET_EXHAUSTED) == POSTS - len(estimates)

@@ -40,7 +40,7 @@ from conversations.models import (
 )
 from conversations.selectors import tool_settings
 from conversations.services.loop import hot_path
-from conversations.services.loop.fencing import held_run
+from conversations.services.loop.fencing import fenced
 from conversations.services.transcript.messages import touch_conversation
 from conversations.services.usage.budgets import applicable_budgets
 from conversations.services.usage.prices import PRICE_FIELDS, Prices
@@ -56,7 +56,7 @@ def held(run: Run) -> QuerySet[Run]:
     """The run's row while this process holds it; a run it never claimed it does not hold."""
     # ``claimed_at=None`` would filter IS NULL, matching a queued run, where
     # the statement's ``claimed_at = NULL`` matches nothing.
-    return Run.objects.none() if run.claimed_at is None else held_run(run)
+    return Run.objects.none() if run.claimed_at is None else fenced(run)
 
 
 def budgets_apply(run: Run) -> bool:

@@ -6,7 +6,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, load_command_class
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -221,3 +221,22 @@ def test_deleting_the_source_of_a_branch_keeps_the_branch(old):
     branch.refresh_from_db()
     assert branch.forked_from_id is None
     assert branch.messages.count() == 5
+
+
+def test_both_retention_commands_take_the_same_dry_run_and_mode_options(db):
+    def options(name):
+        parser = load_command_class("conversations", name).create_parser("manage.py", name)
+        return {
+            action.dest: (action.choices, action.default, action.help)
+            for action in parser._actions
+            if action.dest in {"dry_run", "mode"}
+        }
+
+    assert options("erase_user") == options("purge_conversations")
+    assert set(options("erase_user")) == {"dry_run", "mode"}
+
+
+def test_erase_user_dry_run_redact_reports_and_changes_nothing(old, recent):
+    out = run_command("erase_user", old.owner.username, "--dry-run", "--mode", "redact")
+    assert "2 conversation(s) would be redacted, 0 skipped (dry run: nothing changed)" in out
+    assert not Message.objects.filter(content="[redacted]").exists()

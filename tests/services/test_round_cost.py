@@ -48,8 +48,11 @@ START_COMMITS = 1
 settings read back), the history, the user message, the MCP tools (docs/adr/0013-lean-round.md)."""
 FINISH_STATEMENTS = 6
 BUDGETED_ROUND_STATEMENTS = ROUND_STATEMENTS + 3
-"""With a blocking budget: the budgets and their counters (locked) read before the model call,
-then those budgets' counters charged (one upsert) with the call's ledger row."""
+"""With a blocking budget: the budgets read and the call's estimate reserved in their counters
+(one upsert under the counters' locks) before the model call, then the reservation replaced by
+what the call used (one upsert) with the call's ledger row."""
+BUDGETED_ROUND_COMMITS = ROUND_COMMITS + 1
+"""The reservation commits before the model call: concurrent runs must see it while it runs."""
 WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 
 
@@ -197,14 +200,14 @@ def test_a_profile_with_prices_costs_no_statement_more(user, echo_tool, profile)
 
 
 @pytest.mark.parametrize("k", [1, 20])
-def test_a_budget_adds_three_statements_and_no_commit_to_a_round(user, echo_tool, k):
+def test_a_budget_adds_three_statements_and_one_commit_to_a_round(user, echo_tool, k):
     # A total budget: one period, so no counter is created mid-turn at midnight.
     Budget.objects.create(
         name="overall", scope=Budget.Scope.USER, user=user, period="total", token_limit=10**9
     )
     counter = counted_turn(user, k)
     rounds = [counter.between(i, i + 1) for i in range(1, ROUNDS + 1)]
-    assert rounds == [(BUDGETED_ROUND_STATEMENTS, ROUND_COMMITS)] * ROUNDS
+    assert rounds == [(BUDGETED_ROUND_STATEMENTS, BUDGETED_ROUND_COMMITS)] * ROUNDS
     (overall,) = BudgetCounter.objects.all()
     assert overall.calls == ROUNDS + 1  # every model call charged, the counter made by the first
 

@@ -335,7 +335,7 @@ def test_a_failed_heartbeat_does_not_stop_the_next_ones(demo_conversation, monke
     old = timezone.now() - timedelta(minutes=5)
     Run.objects.filter(pk=run.pk).update(heartbeat_at=old)
     calls: list[int] = []
-    real = runs_service.held_run
+    real = runs_service.fenced
 
     def flaky(target):
         calls.append(1)
@@ -343,7 +343,7 @@ def test_a_failed_heartbeat_does_not_stop_the_next_ones(demo_conversation, monke
             raise OperationalError("couldn't get a connection after 10.00 sec")
         return real(target)
 
-    monkeypatch.setattr(runs_service, "held_run", flaky)
+    monkeypatch.setattr(runs_service, "fenced", flaky)
     with Heartbeat(run, interval=0.05):
         deadline = time.monotonic() + 20
         while len(calls) < 3 and time.monotonic() < deadline:

@@ -52,7 +52,7 @@ def test_the_page_renders_the_app_shell(client, alice):
 
     assert response.status_code == 200
     html = response.content.decode()
-    assert '<script src="/static/conversations/chat.js" defer></script>' in html
+    assert '<script type="module" src="/static/conversations/chat.js"></script>' in html
     assert 'href="/static/conversations/chat.css"' in html
     # The message box has a label, and the form carries a CSRF token for the API calls.
     assert '<label for="llm-message">Message</label>' in html
@@ -148,6 +148,17 @@ def test_an_ordinary_user_logs_in_on_the_chats_own_page_and_lands_on_the_chat(cl
     assert response.status_code == 302
     assert response["Location"] == "/chat/"
     assert client.get("/chat/").status_code == 200
+
+
+def test_logging_out_takes_a_post_and_lands_on_the_login_page(client, alice):
+    client.force_login(alice)
+    assert 'action="/chat/logout/"' in client.get("/chat/").content.decode()
+
+    response = client.post("/chat/logout/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/chat/login/"
+    assert client.get("/chat/").status_code == 302
 
 
 def test_the_demo_user_is_not_staff():

@@ -29,17 +29,17 @@ from conversations.conf import app_settings
 from conversations.exceptions import ExecutorUnavailable
 from conversations.models import Conversation, Message, Run, ToolCall
 from conversations.services import submit_message
-from conversations.services.usage import ensure_within_budgets
 
 from ..base import ConversationsAPIView
 from ..errors import APIError, blame_configuration, error_item, json_pointer
 from ..resources.messages import run_answer
-from ..responses import AUTH_ERRORS, ERR_404, ERR_409, error_response
+from ..responses import AUTH_ERRORS, ERR_400_LIST, ERR_404, ERR_409, error_response
 from ..schema import NamedChoiceField, document
 from ..serializers import MessageInputSerializer
 from ..sse.slots import acquire_stream_slot, release_stream_slot, releasing, releasing_async
 from ..throttling import MessageRateThrottle
 from .chunks import HEADERS, run_message_id, thinking_texts
+from .history import HISTORY_PAGE_LINK, HistoryQuerySerializer, history_page
 from .stream import ChatStream
 
 __all__ = ["ChatView", "chat_content", "start_chat_run", "ui_messages"]
@@ -97,14 +97,14 @@ def _check_messages(messages: Any) -> list[Mapping[str, Any]]:
     if messages is None:
         raise _invalid(["messages"], "This field is required.", "required")
     if not isinstance(messages, list) or not messages:
-        raise _invalid(["messages"], "messages must be a non-empty list of UI messages.")
+        raise _invalid(["messages"], "Must be a non-empty list of UI messages.")
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
-            raise _invalid(["messages", index], "Each message must be an object.")
+            raise _invalid(["messages", index], "Must be an object (a UI message).")
         if message.get("role") not in _ROLES:
-            raise _invalid(["messages", index, "role"], f"role must be one of {', '.join(_ROLES)}.")
+            raise _invalid(["messages", index, "role"], f"Must be one of {', '.join(_ROLES)}.")
         if not isinstance(message.get("parts"), list):
-            raise _invalid(["messages", index, "parts"], "parts must be a list of message parts.")
+            raise _invalid(["messages", index, "parts"], "Must be a list of message parts.")
     return messages
 
 
@@ -113,7 +113,7 @@ def chat_content(data: Any) -> str:
     if not isinstance(data, Mapping):
         raise _invalid([], "The body must be a JSON object: the request useChat sends.")
     if data.get("id") is not None and not isinstance(data["id"], str):
-        raise _invalid(["id"], "id must be a string.")
+        raise _invalid(["id"], "Must be a string.")
     trigger = data.get("trigger", "submit-message")
     if trigger == "regenerate-message":
         raise _invalid(
@@ -122,7 +122,7 @@ def chat_content(data: Any) -> str:
             "unsupported_trigger",
         )
     if trigger != "submit-message":
-        raise _invalid(["trigger"], 'trigger must be "submit-message".')
+        raise _invalid(["trigger"], 'Must be "submit-message".')
     if data.get("messageId") is not None:
         raise _invalid(
             ["messageId"],
@@ -145,7 +145,7 @@ def chat_content(data: Any) -> str:
                 [*path, "type"], f'Parts of type "{kind}" are not supported: send text parts.'
             )
         if not isinstance(part.get("text"), str):
-            raise _invalid([*path, "text"], "text must be a string.")
+            raise _invalid([*path, "text"], "Must be a string.")
         texts.append(part["text"])
     content = "\n".join(texts)
     serializer = MessageInputSerializer(data={"content": content})
@@ -157,7 +157,7 @@ def chat_content(data: Any) -> str:
         raise
     except exceptions.ValidationError as exc:
         found: Any = exc.detail.get("content") if isinstance(exc.detail, dict) else None
-        detail = str(found[0]) if isinstance(found, list) and found else "it is not valid."
+        detail = str(found[0]) if isinstance(found, list) and found else "It is not valid."
         raise _invalid(["messages", last, "parts"], f"The new message's text: {detail}") from None
     return str(serializer.validated_data["content"])
 
@@ -289,15 +289,24 @@ class ChatView(ConversationsAPIView):
             "The stored history as `UIMessage` values for `useChat({messages})`: user and "
             "system messages one each; each run's assistant turns and tool results as one "
             "assistant message `run-<run id>`, a `step-start` part per model call, every "
-            "result folded into its call's `tool-<name>` part. See docs/ai-sdk.md."
+            "result folded into its call's `tool-<name>` part. A page holds the newest "
+            "`page_size` turns (a user or system message and the answer after it), oldest "
+            'first; the `Link` header has the URL of the older turns (`rel="next"`) and of '
+            'the newer ones (`rel="prev"`). See docs/ai-sdk.md.'
         ),
-        responses={200: UIMessageSerializer(many=True), 404: ERR_404, **AUTH_ERRORS},
+        parameters=[HistoryQuerySerializer, HISTORY_PAGE_LINK],
+        responses={
+            200: UIMessageSerializer(many=True),
+            400: ERR_400_LIST,
+            404: ERR_404,
+            **AUTH_ERRORS,
+        },
         tags=["messages"],
     )
     def get(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
-        messages = selectors.conversation_messages(conversation=conversation)
-        return Response(ui_messages(list(messages.select_related("run"))))
+        rows, headers = history_page(request=request, view=self, conversation=conversation)
+        return Response(ui_messages(rows), headers=headers)
 
     @document(
         operation_id="conversations_chat",
@@ -339,9 +348,6 @@ class ChatView(ConversationsAPIView):
     def post(self, request: Request, conversation_id: Any) -> HttpResponseBase:
         conversation = self.get_conversation(conversation_id)
         content = chat_content(request.data)
-        ensure_within_budgets(
-            user=request.user, profile=conversation.profile or selectors.get_default_profile()
-        )
         slot = acquire_stream_slot(user_id=request.user.pk, lifetime=ChatStream.max_seconds)
         if slot is None:
             limit = app_settings().MAX_STREAMS_PER_USER

@@ -22,7 +22,8 @@ from conversations.services.loop import uses_workers
 from ..approval_serializers import ApprovalSerializer
 from ..base import ConversationsAPIView
 from ..errors import APIError, blame_configuration
-from ..responses import AUTH_ERRORS, ERR_401
+from ..pagination import ApprovalPagination
+from ..responses import AUTH_ERRORS, ERR_400_LIST, ERR_401
 from ..schema import document
 from ..serializers import ErrorSerializer, RunSerializer
 
@@ -43,10 +44,14 @@ class DecisionInputSerializer(serializers.Serializer[Any]):
 
 
 class DecisionResultSerializer(serializers.Serializer[Any]):
-    """A stored decision and the run as it is now."""
+    """A stored decision and, for the conversation's owner, the run as it is now."""
 
     approval = ApprovalSerializer()
-    run = RunSerializer()
+    run = RunSerializer(
+        required=False,
+        help_text="Only in the owner's answer: a reviewer of another user's conversation "
+        "gets the decision and the call, never the owner's run.",
+    )
 
 
 def _error(description: str) -> OpenApiResponse:
@@ -56,20 +61,23 @@ def _error(description: str) -> OpenApiResponse:
 class ApprovalListView(ConversationsAPIView):
     """Pending approvals the user may decide."""
 
+    pagination_class = ApprovalPagination
+
     @document(
         operation_id="approvals_list",
         summary="List the approvals you may decide",
         description=(
             "Pending approvals of waiting runs, oldest first: owner-level calls of your "
             "conversations and, if you hold `conversations.approve_toolcall`, staff-level "
-            "calls of other users' conversations."
+            "calls of other users' conversations. Cursor-paginated (`next`/`previous` "
+            "links, `page_size` up to 100)."
         ),
-        responses={200: ApprovalSerializer(many=True), **AUTH_ERRORS},
+        responses={200: ApprovalSerializer(many=True), 400: ERR_400_LIST, **AUTH_ERRORS},
         tags=["approvals"],
     )
     def get(self, request: Request) -> Response:
-        approvals = selectors.decidable_approvals(user=request.user)
-        return Response(ApprovalSerializer(approvals, many=True).data)
+        page = self.paginate_queryset(selectors.decidable_approvals(user=request.user))
+        return self.get_paginated_response(ApprovalSerializer(page, many=True).data)
 
 
 class _DecideView(ConversationsAPIView):
@@ -81,11 +89,13 @@ class _DecideView(ConversationsAPIView):
         if approval is None:
             if selectors.owned_tool_call_exists(user=user, tool_call_id=tool_call_id):
                 raise APIError(
-                    "this tool call does not wait for an approval",
+                    "This tool call does not wait for an approval.",
                     code="no_approval",
                     status_code=status.HTTP_409_CONFLICT,
                 )
             raise Http404
+        # Read before the decision: refreshing the approval below forgets its run.
+        owner = approval.run.conversation.owner_id == user.pk
         reason = ""
         if not self.approved:
             serializer = DecisionInputSerializer(data=request.data)
@@ -95,9 +105,12 @@ class _DecideView(ConversationsAPIView):
             decision = decide_approval(
                 approval=approval, user=user, approved=self.approved, reason=reason
             )
-        run = selectors.run_with_calls(run_id=decision.run.pk)
         approval.refresh_from_db()
-        body = {"approval": ApprovalSerializer(approval).data, "run": RunSerializer(run).data}
+        body: dict[str, Any] = {"approval": ApprovalSerializer(approval).data}
+        if owner:
+            # A reviewer decides one call; the rest of the owner's run is not theirs to read.
+            run = selectors.run_with_calls(run_id=decision.run.pk)
+            body["run"] = RunSerializer(run).data
         queued = decision.resumed and uses_workers()
         return Response(body, status=status.HTTP_202_ACCEPTED if queued else status.HTTP_200_OK)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.http.response import HttpResponseBase
@@ -16,7 +18,6 @@ from conversations import selectors
 from conversations.models import Conversation
 from conversations.services import history, submit_message
 from conversations.services.loop import uses_workers
-from conversations.services.usage import ensure_within_budgets
 
 from ..errors import blame_configuration
 from ..responses import AUTH_ERRORS, ERR_400, ERR_404
@@ -27,7 +28,9 @@ from ..serializers import (
     MessageInputSerializer,
     PostMessageResultSerializer,
 )
-from ..sse.posting import answer_with_events, wants_event_stream
+from ..sse.posting import answer_with_events, take_stream_slot, wants_event_stream
+from ..sse.slots import release_stream_slot
+from ..sse.views import too_many_streams
 from ..throttling import MessageRateThrottle
 from .conversations import ConversationQueries
 from .messages import run_answer
@@ -97,18 +100,25 @@ class _TurnView(ConversationQueries):
         # Errors before the stream starts stay JSON even when only SSE is accepted.
         return super().perform_content_negotiation(request, force or wants_event_stream(request))
 
-    def refuse_over_budget(self, request: Request, conversation: Conversation) -> None:
-        """429 ``budget_exceeded`` before any branch is made, as posting a message answers."""
-        ensure_within_budgets(
-            user=request.user, profile=conversation.profile or selectors.get_default_profile()
-        )
-
     def answer(
-        self, request: Request, branch: Conversation, content: str | None
+        self, request: Request, make_branch: Callable[[], Conversation], content: str | None
     ) -> HttpResponseBase:
+        """Make the branch (``make_branch``) and answer in it as posting a message does.
+
+        Every refusal comes before the branch is made: a streaming answer's
+        slot is taken first, and the budgets are checked by ``make_branch``.
+        """
         queued = uses_workers()
         if wants_event_stream(request):
-            answer = answer_with_events(request, branch, content)
+            slot = take_stream_slot(request)
+            if slot is None:
+                return too_many_streams()
+            try:
+                branch = make_branch()
+            except BaseException:
+                release_stream_slot(slot)
+                raise
+            answer = answer_with_events(request, branch, content, slot=slot)
             if isinstance(answer, HttpResponseBase):
                 # The events do not name the branch the client has to open: the header does.
                 url = reverse("conversations:conversation-detail", args=[branch.pk])
@@ -116,6 +126,7 @@ class _TurnView(ConversationQueries):
                 return answer
             run = answer  # the queue refused it: answered as without the header
         else:
+            branch = make_branch()
             with blame_configuration():
                 run = submit_message(conversation=branch, content=content)
         run = selectors.run_with_calls(run_id=run.pk)
@@ -136,8 +147,10 @@ _TURN_RESPONSES: dict[Any, Any] = {
     404: ERR_404,
     **AUTH_ERRORS,
     429: _error(
-        "Too many messages (`throttled`), or a blocking budget is used up (`budget_exceeded`, "
-        "no branch made); see `Retry-After` (absent when the budget never resets)."
+        "Too many messages (`throttled`), no free event stream with `Accept: "
+        "text/event-stream` (`too_many_streams`), or a blocking budget is used up "
+        "(`budget_exceeded`); no branch made. See `Retry-After` (absent when the budget "
+        "never resets)."
     ),
     502: _error("The provider failed (with the run and its messages)."),
     503: _error("The provider or the task queue is unavailable, or the profile is unusable."),
@@ -177,9 +190,11 @@ class EditMessageView(_TurnView):
         conversation = self.get_conversation(conversation_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        self.refuse_over_budget(request, conversation)
-        branch = history.branch_for_edit(conversation=conversation, position=position)
-        return self.answer(request, branch, serializer.validated_data["content"])
+        return self.answer(
+            request,
+            partial(history.branch_for_edit, conversation=conversation, position=position),
+            serializer.validated_data["content"],
+        )
 
 
 class RegenerateView(_TurnView):
@@ -200,9 +215,9 @@ class RegenerateView(_TurnView):
     )
     def post(self, request: Request, conversation_id: Any) -> HttpResponseBase:
         conversation = self.get_conversation(conversation_id)
-        self.refuse_over_budget(request, conversation)
-        branch = history.branch_for_regenerate(conversation=conversation)
-        return self.answer(request, branch, None)
+        return self.answer(
+            request, partial(history.branch_for_regenerate, conversation=conversation), None
+        )
 
 
 class BranchListView(ConversationQueries):

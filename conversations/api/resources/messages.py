@@ -21,7 +21,6 @@ from conversations import selectors
 from conversations.models import Run
 from conversations.services import submit_message
 from conversations.services.loop import uses_workers
-from conversations.services.usage import ensure_within_budgets
 
 from ..base import ConversationsAPIView
 from ..errors import blame_configuration, error_body, status_for_code
@@ -176,9 +175,6 @@ class ConversationMessagesView(ConversationsAPIView):
         conversation = self.get_conversation(conversation_id)
         serializer = MessageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        ensure_within_budgets(
-            user=request.user, profile=conversation.profile or selectors.get_default_profile()
-        )
         queued = uses_workers()
         content = serializer.validated_data["content"]
         if wants_event_stream(request):

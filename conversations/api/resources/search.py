@@ -20,7 +20,7 @@ from conversations.models import Message, ToolCallStatus
 from conversations.selectors.search import SearchFilters, highlight, query_words, search_messages
 
 from ..base import ConversationsAPIView
-from ..errors import APIError, error_item
+from ..pagination import invalid_cursor
 from ..responses import AUTH_ERRORS, ERR_400_LIST
 from ..schema import document
 
@@ -28,6 +28,8 @@ __all__ = ["SearchView"]
 
 PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
+MAX_OFFSET = 2**63 - 1 - (MAX_PAGE_SIZE + 1)
+"""The largest offset whose page still ends in the signed 64 bits of SQL's ``LIMIT``/``OFFSET``."""
 
 
 class _Moment(serializers.DateTimeField):
@@ -107,13 +109,8 @@ def _decode(cursor: str) -> int:
         offset = json.loads(base64.urlsafe_b64decode(cursor.encode()))["o"]
     except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
         offset = None
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        detail = "The cursor is not valid; use the next or previous link of a page."
-        raise APIError(
-            detail,
-            code="invalid_cursor",
-            errors=[error_item("invalid_cursor", detail, parameter="cursor")],
-        )
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+        raise invalid_cursor()
     return offset
 
 

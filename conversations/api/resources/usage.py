@@ -7,17 +7,19 @@ or everyone's (``user=all``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import re
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.validators import MaxValueValidator
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations.conf import app_settings
-from conversations.selectors.usage import UsageRow, usage_calls, usage_totals
+from conversations.selectors.usage import usage_calls, usage_totals
 
 from ..base import ConversationsAPIView
 from ..errors import QueryValidationError
@@ -31,6 +33,12 @@ DEFAULT_DAYS = 30
 
 VIEW_ALL_USAGE = "conversations.view_all_usage"
 
+LAST_DAY = date.max - timedelta(days=1)
+"""The last day a report may cover: its end is the next midnight, which must exist."""
+
+_USER_ID = re.compile(r"[0-9]{1,18}")
+"""ASCII digits only: ``isdigit()`` and ``int()`` also take other scripts' digits."""
+
 
 class UsageQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of the usage totals."""
@@ -38,10 +46,14 @@ class UsageQuerySerializer(serializers.Serializer[Any]):
     group_by = serializers.ChoiceField(choices=["day", "model", "profile"], default="day")
     # ``from`` is a keyword: the field is renamed in get_fields (input and schema).
     from_ = serializers.DateField(
-        required=False, help_text=f"First day (UTC), inclusive; default {DEFAULT_DAYS} days back."
+        required=False,
+        validators=[MaxValueValidator(LAST_DAY)],
+        help_text=f"First day (UTC), inclusive; default {DEFAULT_DAYS} days back.",
     )
     to = serializers.DateField(
-        required=False, help_text="Last day (UTC), inclusive; default today."
+        required=False,
+        validators=[MaxValueValidator(LAST_DAY)],
+        help_text="Last day (UTC), inclusive; default today.",
     )
     user = serializers.CharField(
         required=False,
@@ -54,10 +66,15 @@ class UsageQuerySerializer(serializers.Serializer[Any]):
         fields["from"] = fields.pop("from_")
         return fields
 
+    def validate_user(self, value: str) -> str:
+        if value != "all" and not _USER_ID.fullmatch(value):
+            raise serializers.ValidationError("Must be a user's id (ASCII digits) or `all`.")
+        return value
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         start, end = attrs.get("from"), attrs.get("to")
         if start is not None and end is not None and start > end:
-            raise serializers.ValidationError({"from": "must not be after `to`."})
+            raise serializers.ValidationError({"from": "Must not be after `to`."})
         return attrs
 
 
@@ -125,9 +142,11 @@ class UsageView(ConversationsAPIView):
     def get(self, request: Request) -> Response:
         query = self.query(UsageQuerySerializer)
         end = query.get("to") or datetime.now(UTC).date()
-        start = query.get("from") or end - timedelta(days=DEFAULT_DAYS - 1)
+        # Near the calendar's first day the default window starts on that day.
+        back = min(DEFAULT_DAYS - 1, (end - date.min).days)
+        start = query.get("from") or end - timedelta(days=back)
         if start > end:
-            raise QueryValidationError({"from": ["must not be after `to`."]})
+            raise QueryValidationError({"from": ["Must not be after `to`."]})
         asked = query.get("user")
         subject: Any = request.user
         label = str(request.user.pk)
@@ -143,8 +162,9 @@ class UsageView(ConversationsAPIView):
             "to": end,
             "user": label,
             "currency": app_settings().CURRENCY,
-            "total": _plain(total),
-            "groups": [_plain(row) for row in groups],
+            # The serializer reads the rows' attributes (``total_tokens`` included).
+            "total": total,
+            "groups": groups,
         }
         return Response(UsageReportSerializer(report).data)
 
@@ -153,22 +173,7 @@ class UsageView(ConversationsAPIView):
         if asked == "all":
             return None, "all"
         users = get_user_model().objects.all()
-        found = users.filter(pk=asked).first() if asked.isdigit() else None
+        found = users.filter(pk=asked).first()
         if found is None:
-            raise QueryValidationError({"user": [f"no user with id {asked!r}."]})
+            raise QueryValidationError({"user": [f"No user with id {asked}."]})
         return found, str(found.pk)
-
-
-def _plain(row: UsageRow) -> dict[str, Any]:
-    return {
-        "key": row.key,
-        "calls": row.calls,
-        "failed_calls": row.failed_calls,
-        "unpriced_calls": row.unpriced_calls,
-        "prompt_tokens": row.prompt_tokens,
-        "cached_prompt_tokens": row.cached_prompt_tokens,
-        "completion_tokens": row.completion_tokens,
-        "reasoning_tokens": row.reasoning_tokens,
-        "total_tokens": row.total_tokens,
-        "cost": row.cost,
-    }

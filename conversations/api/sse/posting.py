@@ -2,7 +2,9 @@
 
 The request starts the run itself, so every refusal (validation, budgets, a
 busy conversation, a profile that cannot be used, no stream slot left) is the
-same JSON answer as without the header, sent before any event. Then the run
+same JSON answer as without the header, sent before any event. A request that
+writes before it starts the run (editing or regenerating makes a branch)
+takes its slot first, so that a refusal leaves nothing behind. Then the run
 is executed by a thread of this process (``inline`` executor) or by a worker
 (``celery``), and the response relays its events from ``run_started`` on,
 exactly as ``GET /runs/{id}/events/`` would.
@@ -22,7 +24,7 @@ from ..errors import blame_configuration
 from .slots import acquire_stream_slot, release_stream_slot
 from .views import RunEventStream, event_stream_response, too_many_streams
 
-__all__ = ["answer_with_events", "wants_event_stream"]
+__all__ = ["answer_with_events", "take_stream_slot", "wants_event_stream"]
 
 
 def wants_event_stream(request: Any) -> bool:
@@ -41,11 +43,20 @@ def wants_event_stream(request: Any) -> bool:
     return False
 
 
+def take_stream_slot(request: Request) -> str | None:
+    """One of the user's stream slots for a streaming answer; ``None`` when all are taken."""
+    return acquire_stream_slot(user_id=request.user.pk, lifetime=RunEventStream.max_seconds)
+
+
 def answer_with_events(
-    request: Request, conversation: Conversation, content: str | None
+    request: Request, conversation: Conversation, content: str | None, *, slot: str | None = None
 ) -> HttpResponseBase | Run:
-    """The streaming answer; or the run, when it ended before it started (the queue refused it)."""
-    slot = acquire_stream_slot(user_id=request.user.pk, lifetime=RunEventStream.max_seconds)
+    """The streaming answer; or the run, when it ended before it started (the queue refused it).
+
+    ``slot``: one the caller took (:func:`take_stream_slot`) before writing
+    anything of its own; this answer releases it. Else one is taken here.
+    """
+    slot = slot or take_stream_slot(request)
     if slot is None:
         return too_many_streams()
     try:

@@ -17,18 +17,19 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
-from django.apps import apps
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
-from rest_framework.authentication import TokenAuthentication
+from rest_framework.request import Request
 
+from conversations import selectors
 from conversations.conf import app_settings
-from conversations.models import Run
 
-from ..errors import answer_database_busy, error_body, error_item
+from ..base import ConversationsAPIView
+from ..compact import json_answer
+from ..errors import QueryValidationError, error_body
+from ..schema import document
 from .rows import STRIDE, RunEvent
 from .slots import acquire_stream_slot, releasing, releasing_async
 from .stream import (
@@ -47,6 +48,7 @@ __all__ = [
     "STRIDE",
     "RunEvent",
     "RunEventStream",
+    "RunEventsView",
     "event_stream_response",
     "run_events",
     "too_many_streams",
@@ -56,35 +58,6 @@ _MAX_ID = 2**53 - 1
 
 
 # The view ---------------------------------------------------------------------------------
-
-
-def _error(status: int, code: str, detail: str, **extra: Any) -> JsonResponse:
-    headers = extra.pop("headers", None)
-    response = JsonResponse(error_body(code, detail, extra.get("errors", ())), status=status)
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
-
-
-def _authenticate(request: HttpRequest) -> tuple[Any, JsonResponse | None]:
-    """The user, as the API's views would find it (token first, then session)."""
-    tokens = apps.is_installed("rest_framework.authtoken")
-    if tokens:
-        try:
-            found = TokenAuthentication().authenticate(request)  # type: ignore[arg-type]
-        except exceptions.AuthenticationFailed as exc:
-            return None, _error(
-                401, "authentication_failed", str(exc.detail), headers={"WWW-Authenticate": "Token"}
-            )
-        if found is not None:
-            return found[0], None
-    user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated:
-        return user, None
-    detail = str(exceptions.NotAuthenticated.default_detail)
-    if tokens:
-        return None, _error(401, "not_authenticated", detail, headers={"WWW-Authenticate": "Token"})
-    return None, _error(403, "not_authenticated", detail)
 
 
 def _last_event_id(request: HttpRequest) -> int | None:
@@ -98,56 +71,63 @@ def _last_event_id(request: HttpRequest) -> int | None:
     return value if -1 <= value <= _MAX_ID else None
 
 
-@csrf_exempt  # read-only: any other method is a JSON 405, never the CSRF page
-@answer_database_busy
-def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
+class RunEventsView(ConversationsAPIView):
     """``GET /runs/{id}/events/``: the run's events as ``text/event-stream``.
 
-    Owner only (anyone else gets 404, as everywhere in the API); the same
-    authentication as the API's views. ``Last-Event-ID`` (or
-    ``?last_event_id=``) resumes after that persisted event; ``204`` when
-    there is nothing left to send (the run ended and its last event was seen),
-    which tells ``EventSource`` not to reconnect.
+    Owner only (anyone else gets 404, as everywhere in the API); the API's
+    authentication, permissions and error answers, from the base view.
+    ``Last-Event-ID`` (or ``?last_event_id=``) resumes after that persisted
+    event; ``204`` when there is nothing left to send (the run ended and its
+    last event was seen), which tells ``EventSource`` not to reconnect.
     """
-    if request.method != "GET":
-        return _error(
-            405,
-            "method_not_allowed",
-            f'Method "{request.method}" not allowed.',
-            headers={"Allow": "GET"},
-        )
-    user, failure = _authenticate(request)
-    if failure is not None:
-        return failure
-    if not Run.objects.filter(pk=run_id, conversation__owner=user).exists():
-        return _error(404, "not_found", "Not found.")
-    after = _last_event_id(request)
-    if after is None:
-        detail = "Last-Event-ID must be an event id of this stream (an integer)."
-        return _error(
-            400,
-            "invalid",
-            detail,
-            errors=[error_item("invalid", detail, parameter="last_event_id")],
-        )
-    stream = RunEventStream(run_id, after=after)
-    first = stream.poll()
-    if not first and stream.finished:
-        return HttpResponse(status=204)
-    slot = acquire_stream_slot(user_id=user.pk, lifetime=stream.max_seconds)
-    if slot is None:
-        return too_many_streams()
-    return event_stream_response(request, stream, slot, first)
+
+    http_method_names = ["get"]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # Any other method is a 405 before authentication, which would check
+        # a session's CSRF token first and answer 403 to a read-only URL.
+        if request.method != "GET":
+            raise exceptions.MethodNotAllowed(request.method or "")
+        super().initial(request, *args, **kwargs)
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # ``EventSource`` accepts only text/event-stream: its refusals are JSON all the same.
+        return super().perform_content_negotiation(request, force=True)
+
+    # A stream, not a JSON operation: described in docs/api.md, left out of the schema.
+    @document(exclude=True)
+    def get(self, request: Request, run_id: UUID) -> HttpResponseBase:
+        if not selectors.owned_runs(user=request.user).filter(pk=run_id).exists():
+            raise Http404
+        after = _last_event_id(request._request)
+        if after is None:
+            raise QueryValidationError(
+                {
+                    "last_event_id": [
+                        "Last-Event-ID must be an event id of this stream (an integer)."
+                    ]
+                }
+            )
+        stream = RunEventStream(run_id, after=after)
+        first = stream.poll()
+        if not first and stream.finished:
+            return HttpResponse(status=204)
+        slot = acquire_stream_slot(user_id=request.user.pk, lifetime=stream.max_seconds)
+        if slot is None:
+            return too_many_streams()
+        return event_stream_response(request._request, stream, slot, first)
+
+
+run_events = RunEventsView.as_view()
+"""The view function ``urls`` routes ``runs/<id>/events/`` to."""
 
 
 def too_many_streams() -> JsonResponse:
     """The 429 of a user who holds every stream slot already."""
     limit = app_settings().MAX_STREAMS_PER_USER
-    return _error(
-        429,
-        "too_many_streams",
-        f"At most {limit} event streams may be open at once; close one first.",
-        headers={"Retry-After": "5"},
+    detail = f"At most {limit} event streams may be open at once; close one first."
+    return json_answer(
+        error_body("too_many_streams", detail), status=429, headers={"Retry-After": "5"}
     )
 
 

@@ -6,8 +6,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from conversations.domain.timing import duration_ms
 from conversations.exceptions import ConversationsError
-from conversations.models import Profile, Run
+from conversations.models import TITLE_MAX_LENGTH, Profile, Run
 from conversations.services import create_conversation, run_tool_loop
 
 
@@ -40,7 +41,9 @@ class Command(BaseCommand):
         if created:
             owner.set_unusable_password()
             owner.save(update_fields=["password"])
-        conversation = create_conversation(owner=owner, title=question[:200], profile=chosen)
+        conversation = create_conversation(
+            owner=owner, title=question[:TITLE_MAX_LENGTH], profile=chosen
+        )
         try:
             run = run_tool_loop(conversation=conversation, content=question, profile=chosen)
         except ConversationsError as exc:
@@ -48,10 +51,8 @@ class Command(BaseCommand):
         for call in run.conversation.tool_calls.filter(message__run=run).order_by(
             "message__position", "index"
         ):
-            duration = ""
-            if call.started_at and call.finished_at:
-                ms = (call.finished_at - call.started_at).total_seconds() * 1000
-                duration = f" in {ms:.0f} ms"
+            ms = duration_ms(call.started_at, call.finished_at)
+            duration = "" if ms is None else f" in {ms} ms"
             arguments = call.raw_arguments or json.dumps(call.arguments, ensure_ascii=False)
             self.stdout.write(f"-> {call.name}({arguments}) {call.status}{duration}")
         if run.status in (Run.Status.COMPLETED, Run.Status.MAX_ITERATIONS):

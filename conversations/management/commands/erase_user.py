@@ -5,9 +5,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.services.history import MODES, erase_user
+from conversations.services.history import erase_user
 
-from .purge_conversations import write_report
+from .purge_conversations import add_retention_options, write_report
 
 
 class Command(BaseCommand):
@@ -18,15 +18,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username", help="The user's username.")
-        parser.add_argument(
-            "--dry-run", action="store_true", help="Report what would be done; change nothing."
-        )
-        parser.add_argument(
-            "--mode",
-            choices=MODES,
-            default="delete",
-            help="delete (default) or redact (keep shape, runs and usage; replace the contents).",
-        )
+        add_retention_options(parser)
 
     def handle(
         self,

@@ -7,6 +7,20 @@ from django.core.management.base import BaseCommand, CommandParser
 from conversations.services.history import MODES, RetentionReport, purge_conversations
 
 
+def add_retention_options(parser: CommandParser) -> None:
+    """``--dry-run`` and ``--mode``, shared with ``erase_user``."""
+    parser.add_argument(
+        "--dry-run", action="store_true", help="Report what would be done; change nothing."
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="delete",
+        help="delete: remove whole conversations (default); redact: keep their shape, "
+        "runs and usage but replace contents, tool arguments and results with a marker.",
+    )
+
+
 def write_report(command: BaseCommand, report: RetentionReport) -> None:
     """Print each conversation done and skipped, then a summary line."""
     verb = {"delete": "deleted", "redact": "redacted"}[report.mode]
@@ -29,16 +43,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--dry-run", action="store_true", help="Report what would be done; change nothing."
-        )
-        parser.add_argument(
-            "--mode",
-            choices=MODES,
-            default="delete",
-            help="delete: remove whole conversations (default); redact: keep their shape, "
-            "runs and usage but replace contents, tool arguments and results with a marker.",
-        )
+        add_retention_options(parser)
 
     def handle(
         self, *args: Any, dry_run: bool = False, mode: str = "delete", **options: Any

@@ -6,6 +6,7 @@ short answer to tell whether its settings work.
 """
 
 from .providers import (
+    KEYLESS_ADAPTERS,
     ConnectionCheck,
     accepted_sampling_parameters,
     build_provider,
@@ -15,6 +16,7 @@ from .providers import (
 )
 
 __all__ = [
+    "KEYLESS_ADAPTERS",
     "ConnectionCheck",
     "accepted_sampling_parameters",
     "build_provider",

@@ -10,6 +10,7 @@ from typing import Any, Final, Literal
 
 from conversations.conf import app_settings, demo_stream_delay
 from conversations.domain import ChatMessage
+from conversations.domain.timing import milliseconds
 from conversations.exceptions import ConfigurationError, ConversationsError
 from conversations.models import LanguageModel, Profile, Provider
 from conversations.providers.anthropic import AnthropicProvider
@@ -28,6 +29,7 @@ from conversations.secrets import resolve
 
 __all__ = [
     "HTTP_ADAPTERS",
+    "KEYLESS_ADAPTERS",
     "ConnectionCheck",
     "accepted_sampling_parameters",
     "build_provider",
@@ -51,6 +53,17 @@ HTTP_ADAPTERS: dict[str, type[HTTPProvider]] = {
 
 The one table of adapters: records, the admin and the export all look adapters up here."""
 
+KEYLESS_ADAPTERS: Final[frozenset[str]] = frozenset(
+    {
+        Provider.Adapter.DEMO.value,  # offline: it sends nothing anywhere
+        *(name for name, adapter in HTTP_ADAPTERS.items() if not adapter.requires_api_key),
+    }
+)
+"""The adapters that work without an API key (an empty key reference is fine for them).
+
+Derived from each HTTP adapter's ``requires_api_key``, the one that refuses a
+missing key, so the admin cannot tell a different story than the adapter."""
+
 
 def provider_from_record(provider: Provider, *, http_client: Any = None) -> ChatProvider:
     """The adapter configured by a ``Provider`` record; the key is resolved now."""
@@ -58,7 +71,7 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
         raise ConfigurationError(f'provider "{provider.slug}" is not active')
     conf = app_settings()
     adapter = provider.adapter
-    if adapter == "demo":
+    if adapter == Provider.Adapter.DEMO:
         return _demo_provider(provider)
     adapter_class = HTTP_ADAPTERS.get(adapter)
     if adapter_class is None:
@@ -264,7 +277,7 @@ def _ping(adapter: ChatProvider, model_id: str, options: CompletionOptions) -> s
     finally:
         if isinstance(adapter, HTTPProvider):
             adapter.close()
-    elapsed = int((time.monotonic() - started) * 1000)
+    elapsed = milliseconds(time.monotonic() - started)
     return f"{response.model or model_id} answered in {elapsed} ms"
 
 

@@ -26,6 +26,7 @@ from ..configuration.providers import build_provider
 from ..loop.executors import submit_message
 from ..loop.runs import resolve_profile
 from ..transcript.messages import MessageDetails, append_messages
+from ..usage.budgets import check_budgets
 
 __all__ = [
     "Turn",
@@ -140,8 +141,9 @@ def branch_for_edit(*, conversation: Conversation, position: int) -> Conversatio
     """The branch an edit of the user message at ``position`` is answered in.
 
     Raises :class:`InvalidArgumentError` (``invalid_position``) when there is
-    no user message at ``position``, and :class:`ConfigurationError` when no
-    model could answer in the branch (checked before anything is copied).
+    no user message at ``position``, :class:`ConfigurationError` when no
+    model could answer in the branch and :class:`BudgetExceeded` when a
+    blocking budget is used up (both checked before anything is copied).
     """
     target = None
     if isinstance(position, int) and 0 <= position <= _MAX_POSITION:
@@ -162,8 +164,8 @@ def branch_for_regenerate(*, conversation: Conversation) -> Conversation:
     """The branch the last user message is answered again in (cut just after it).
 
     Raises :class:`InvalidArgumentError` (``nothing_to_regenerate``) when the
-    conversation has no user message, :class:`ConfigurationError` as
-    :func:`branch_for_edit` does.
+    conversation has no user message, :class:`ConfigurationError` and
+    :class:`BudgetExceeded` as :func:`branch_for_edit` does.
     """
     last_user = (
         Message.objects.filter(conversation=conversation, role=domain.Role.USER.value)
@@ -180,10 +182,12 @@ def branch_for_regenerate(*, conversation: Conversation) -> Conversation:
 
 
 def _check_answerable(conversation: Conversation) -> None:
-    # A branch nobody can answer would be left behind by the failing request.
+    # A branch nobody can answer, or that a used-up budget would refuse to
+    # answer, would be left behind by the failing request.
     profile = resolve_profile(conversation=conversation, profile=None, provider=None)
     assert profile is not None  # resolve_profile raises without one
     build_provider(profile)
+    check_budgets(user_id=conversation.owner_id, profile_id=profile.pk)
 
 
 def edit_message(*, conversation: Conversation, position: int, content: str) -> Turn:

@@ -17,7 +17,7 @@ from conversations.selectors import get_default_profile, history_for_provider, o
 from ..configuration.providers import HTTP_ADAPTERS
 from ..loop.recovery import recover_runs
 from ..loop.tool_loop import request_setup
-from ..transcript.messages import append_messages, create_conversation
+from ..transcript.messages import append_messages, check_title, create_conversation
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -107,6 +107,8 @@ def update_conversation(*, conversation: Conversation, **changes: Any) -> Conver
         )
     if not changes:
         return conversation
+    if "title" in changes:
+        check_title(changes["title"])
     for name, value in changes.items():
         setattr(conversation, name, value)
     conversation.updated_at = timezone.now()

@@ -29,6 +29,7 @@ from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
 from ..configuration.providers import build_provider, close_provider
+from ..usage.budgets import check_budgets
 from .runs import end_unclaimed_run, finish_run_after_error, resolve_profile, start_run
 from .tool_loop import execute_run, run_tool_loop
 
@@ -56,14 +57,15 @@ def submit_message(
     ``celery``: the run as started, still ``running`` (or ``failed`` with code
     ``executor_unavailable`` when the broker refused the message). Either way
     a configuration error (no profile, a key reference that does not resolve)
-    is raised before anything is stored, and a busy conversation raises
-    ``ConversationBusy``.
+    and a used-up blocking budget (``BudgetExceeded``) are raised before
+    anything is stored, and a busy conversation raises ``ConversationBusy``.
     """
+    profile = conversation.profile or get_default_profile()
+    check_budgets(user_id=conversation.owner_id, profile_id=profile.pk if profile else None)
     if not uses_workers():
         if background:
             return _start_in_background(conversation=conversation, content=content)
         return run_tool_loop(conversation=conversation, content=content)
-    profile = conversation.profile or get_default_profile()
     if profile is not None:
         build_provider(profile)  # fail now, in the request, not later in a worker
     run = start_run(conversation=conversation, content=content, profile=profile)

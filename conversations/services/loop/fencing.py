@@ -19,11 +19,16 @@ from django.utils import timezone
 from conversations.exceptions import RunFencedOut
 from conversations.models import Run
 
-__all__ = ["held_run", "hold_run"]
+__all__ = ["fenced", "hold_run"]
 
 
-def held_run(run: Run) -> QuerySet[Run]:
-    """The run's row, as long as it is ``running`` under the claim ``run`` carries."""
+def fenced(run: Run) -> QuerySet[Run]:
+    """The run's row, fenced: it matches only while ``running`` under the claim ``run`` carries.
+
+    For a write that ends or refreshes the run (``fenced(run).update(...)``
+    matches nothing once the claim is lost); :func:`hold_run` is the one
+    that opens a transaction of the loop.
+    """
     return Run.objects.filter(
         pk=run.pk,
         status=Run.Status.RUNNING,
@@ -38,6 +43,6 @@ def hold_run(run: Run) -> None:
     Call it first inside the transaction that writes for the run.
     """
     now = timezone.now()
-    if not held_run(run).update(heartbeat_at=now):
+    if not fenced(run).update(heartbeat_at=now):
         raise RunFencedOut(f"run {run.pk} is no longer held by this process")
     run.heartbeat_at = now

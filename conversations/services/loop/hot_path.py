@@ -57,7 +57,7 @@ from django.db.models import Field
 from django.utils import timezone
 
 from conversations.conf import app_settings
-from conversations.domain import Usage
+from conversations.domain import USAGE_FIELDS, Usage
 from conversations.exceptions import RunFencedOut
 from conversations.models import (
     ApprovalPolicy,
@@ -206,15 +206,6 @@ def _held(run: Run) -> tuple[str, list[Any]]:
     )
 
 
-_COUNTERS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cached_prompt_tokens",
-    "reasoning_tokens",
-)
-
-
 def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> bool:
     """Add a model call to the run's counters, refresh its heartbeat: fenced, one ``UPDATE``;
     return the run's ``cancel_requested`` as that statement left it.
@@ -229,8 +220,8 @@ def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> 
     if run.claimed_at is None:
         raise RunFencedOut(f"run {run.pk} is not claimed by this process")
     now = timezone.now()
-    counts = [getattr(usage, name) for name in _COUNTERS]
-    assignments = [f"{name} = {name} + %s" for name in ("iterations", *_COUNTERS)]
+    counts = [getattr(usage, name) for name in USAGE_FIELDS]
+    assignments = [f"{name} = {name} + %s" for name in ("iterations", *USAGE_FIELDS)]
     assignments.append("heartbeat_at = %s")
     params: list[Any] = [rounds, *counts, connection.ops.adapt_datetimefield_value(now)]
     if cost is None:
@@ -250,7 +241,7 @@ def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> 
     if row is None:
         raise RunFencedOut(f"run {run.pk} is no longer held by this process")
     run.iterations += rounds
-    for name, count in zip(_COUNTERS, counts, strict=True):
+    for name, count in zip(USAGE_FIELDS, counts, strict=True):
         setattr(run, name, getattr(run, name) + count)
     run.heartbeat_at = now
     if cost is None:

@@ -25,47 +25,29 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.core.cache import cache
 from django.db import transaction
-from django.utils import timezone
 
 from conversations import events
 from conversations.domain import (
-    ChatMessage,
     CompletionResponse,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
-    ToolSpec,
 )
-from conversations.exceptions import ConversationsError, ProviderResponseError, RunCancelled
-from conversations.models import Budget, Run
-from conversations.providers.base import ChatProvider
-from conversations.providers.boundary import check_response
-from conversations.providers.options import CompletionOptions
-from conversations.providers.streaming import PartialTurn, deltas_of, stream_completion
+from conversations.domain.timing import milliseconds
+from conversations.exceptions import ProviderResponseError
+from conversations.providers.streaming import PartialTurn
 
-from ..usage import tracing
-from ..usage.budgets import budget_check
-from ..usage.ledger import record_failed_call
 from .runs import CancelWatch
 
-__all__ = [
-    "CANCELLED_FINISH_REASON",
-    "POLL_SECONDS",
-    "Asked",
-    "LiveRun",
-    "Streamed",
-    "ask",
-    "cut_short",
-]
+__all__ = ["CANCELLED_FINISH_REASON", "POLL_SECONDS", "LiveRun", "Streamed"]
 
 logger = logging.getLogger("conversations.tool_loop")
 
@@ -179,7 +161,7 @@ class LiveRun:
                     raise ProviderResponseError("the stream ended without the whole answer")
                 if item is not None:
                     if first is None:
-                        first = int((time.monotonic() - started) * 1000)
+                        first = milliseconds(time.monotonic() - started)
                     partial.add(item)
                     self._relay(item, partial)
                 if watch.cancelled():
@@ -244,115 +226,3 @@ def _cached_int(key: str) -> int:
         logger.warning("the cache cannot be read; live events restart at seq 1", exc_info=True)
         return 0
     return value if isinstance(value, int) else 0
-
-
-# Asking the model ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Asked:
-    """One provider request as the loop stores it."""
-
-    response: CompletionResponse
-    started_at: datetime
-    latency_ms: int
-    first_delta_ms: int | None
-    """Milliseconds to the first delta of a streamed answer (``None``: not streamed)."""
-    cancelled: bool
-    """``response`` is the text received before a cancellation cut the stream."""
-    budgets: Sequence[Budget] = ()
-    """The budgets that covered it, as the check before it read them (it is charged to them)."""
-
-    @property
-    def budgets_apply(self) -> bool:
-        """Whether any budget covered the request."""
-        return bool(self.budgets)
-
-
-def ask(
-    run: Run,
-    provider: ChatProvider,
-    history: Sequence[ChatMessage],
-    specs: Sequence[ToolSpec],
-    options: CompletionOptions,
-    watch: CancelWatch,
-    live: LiveRun,
-    *,
-    budgets_apply: bool | None = None,
-) -> Asked:
-    """One provider request, after the budgets allowed it; a failed one is recorded as such.
-
-    Streamed when the profile says so (a provider without ``stream()`` answers
-    whole, relayed as one piece); a cancellation that came before any text is
-    recorded as a failed request and raised. ``budgets_apply=False``: the
-    caller has just read that no budget covers the run, so none is checked.
-    """
-    covering: Sequence[Budget] = ()
-    if budgets_apply is not False:
-        started_at, covering = budget_check(run=run)
-    else:
-        started_at = timezone.now()
-    started = time.monotonic()
-    name = getattr(provider, "provider_name", "provider")
-    first_delta_ms: int | None = None
-    cancelled = False
-    try:
-        with tracing.chat_span(
-            provider=run.provider,
-            model=options.model or run.model,
-            conversation_id=run.conversation_id,
-            messages=history,
-        ) as span:
-            if live.stream:
-                stream, streams = _open_stream(provider, history, specs, options)
-                streamed = live.consume(stream, watch=watch, started=started)
-                first_delta_ms = streamed.first_delta_ms if streams else None
-                cancelled = streamed.response is None
-                response = streamed.response or cut_short(
-                    streamed.partial, model=options.model or run.model, provider=name
-                )
-            else:
-                response = provider.complete(history, tools=specs, options=options)
-            # Adapters over HTTP check at their boundary already; any other provider
-            # (a scripted or a host's own) is held to the same rules here.
-            response = check_response(response, provider=name)
-            span.answered(response)
-    except Exception as exc:
-        code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
-        elapsed = int((time.monotonic() - started) * 1000)
-        record_failed_call(run=run, started_at=started_at, latency_ms=elapsed, error_code=code)
-        raise
-    latency_ms = int((time.monotonic() - started) * 1000)
-    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, covering)
-
-
-def _open_stream(
-    provider: ChatProvider,
-    history: Sequence[ChatMessage],
-    specs: Sequence[ToolSpec],
-    options: CompletionOptions,
-) -> tuple[Iterator[StreamEvent], bool]:
-    """The provider's stream, and whether it really streams (else its whole answer in pieces)."""
-    # A class that names ChatProvider as its base inherits a stream() stub that streams nothing.
-    if getattr(type(provider), "stream", ChatProvider.stream) is not ChatProvider.stream:
-        try:
-            return stream_completion(provider, history, tools=specs, options=options), True
-        except NotImplementedError:
-            pass  # An adapter without its streaming hooks answers whole.
-    return deltas_of(provider.complete(history, tools=specs, options=options)), False
-
-
-def cut_short(partial: PartialTurn, *, model: str, provider: str) -> CompletionResponse:
-    """The text a cancellation cut short, as a turn: calls still arriving are dropped.
-
-    Raises :class:`RunCancelled` when there is no text: then nothing is stored
-    (the ledger records the request as failed).
-    """
-    if not partial.text:
-        raise RunCancelled("the run was cancelled before the answer began")
-    return CompletionResponse(
-        content=partial.text,
-        model=model,
-        finish_reason=CANCELLED_FINISH_REASON,
-        provider=provider,
-    )

@@ -44,7 +44,7 @@ from conversations.selectors import (
 
 from ..transcript.messages import append_after
 from ..usage.prices import Prices
-from .fencing import held_run
+from .fencing import fenced
 from .hot_path import open_turn
 from .recovery import recover_runs
 from .tool_calls import answer_open_calls
@@ -365,7 +365,7 @@ def finish_run(
     finished_at = timezone.now()
     with transaction.atomic():
         # The run row first (as recovery locks it), then the conversation.
-        ended = held_run(run).update(
+        ended = fenced(run).update(
             status=status,
             finished_at=finished_at,
             final_content=final_content,
@@ -438,7 +438,7 @@ class Heartbeat:
             while not self._stop.wait(self.interval):
                 try:
                     # Fenced like every write: a run ended by recovery stays ended.
-                    held_run(self.run).update(heartbeat_at=timezone.now())
+                    fenced(self.run).update(heartbeat_at=timezone.now())
                 except DatabaseError:
                     # A busy pool or a dropped connection: this beat is lost, not
                     # the next ones (a dead thread would let the lease expire).

@@ -28,22 +28,20 @@ This is the only loop in the code base. Its guarantees:
 A round costs a constant number of queries and commits whatever the number of
 calls (see docs/adr/0003-tool-loop-persistence.md for the batching trade-off).
 The run's lifecycle lives in ``runs``, checking and answering calls in
-``tool_calls``; this module only drives the rounds.
+``tool_calls``, asking the model in ``asking``, storing its turn in ``turns``,
+what the rounds work with in ``rounds``; this module only drives the rounds.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import traceback
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from django.db import DatabaseError
 
 from conversations import signals
 from conversations.conf import app_settings
-from conversations.domain import ChatMessage, CompletionResponse, ToolSpec
+from conversations.domain import CompletionResponse
 from conversations.exceptions import (
     BudgetExceeded,
     ConfigurationError,
@@ -56,19 +54,15 @@ from conversations.exceptions import (
 from conversations.mcp.tools import mcp_connections
 from conversations.models import Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
-from conversations.providers.base import ChatProvider, CompletionOptions
-from conversations.selectors import (
-    ToolSettings,
-    available_tools,
-    history_and_tail,
-    tool_settings,
-)
-from conversations.tools import Tool
+from conversations.providers.base import ChatProvider
+from conversations.selectors import history_and_tail
 
-from ..configuration.providers import build_provider, close_provider, completion_options
+from ..configuration.providers import build_provider, close_provider
 from ..usage import tracing
-from .approvals import approval_levels, held_calls, send_requested
-from .live import LiveRun, ask
+from .approvals import held_calls, send_requested
+from .asking import ask
+from .live import LiveRun
+from .rounds import RequestSetup, Round, TurnState, request_setup
 from .runs import (
     CancelWatch,
     Heartbeat,
@@ -80,13 +74,9 @@ from .runs import (
     reload_run,
     resolve_profile,
 )
-from .tool_calls import (
-    persist_outcomes,
-    reject_call,
-    storage_failed,
-)
+from .tool_calls import persist_outcomes, reject_call, storage_failed
 from .tool_runner import run_calls
-from .turns import Checked, TurnState, mark_running, persist_turn
+from .turns import Checked, mark_running, persist_turn
 
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
 
@@ -160,6 +150,9 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
+    # Without a profile (a provider given directly) answers are asked for whole, as always.
+    live = LiveRun(run.pk, stream=profile is not None and profile.stream)
+    round_ = Round(run, provider, request, CancelWatch(run), live)
     try:
         with (
             Heartbeat(run, interval=app_settings().RUN_LEASE_SECONDS / 3),
@@ -170,145 +163,23 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
                 provider=run.provider,
             ),
         ):
-            return _drive(run, provider, profile, request, started)
+            return _rounds(round_, started)
     finally:
+        # However the run stopped, nothing streams any more and watchers re-read.
+        live.clear()
+        live.changed()
         if built:
             close_provider(provider)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSetup:
-    """What a profile offers and asks for in every request of a run."""
-
-    tools: dict[str, Tool]
-    """The tools a run may execute, by name."""
-    specs: list[ToolSpec]
-    """Their specs, as offered to the model (empty: no ``tools`` key at all)."""
-    options: CompletionOptions
-    """Model, sampling and tool choice (``None`` when no tool is offered)."""
-    approvals: Mapping[str, str] = field(default_factory=dict)
-    """Who must approve the calls of each tool that needs approval (``owner``/``staff``)."""
-
-
-def request_setup(*, profile: Profile | None, settings: ToolSettings | None = None) -> RequestSetup:
-    """Tools and options of a request for ``profile``: the loop and the dry-run export share it.
-
-    ``settings``: the tool settings as the caller has just read them (else one query reads them).
-    """
-    settings = settings if settings is not None else tool_settings()
-    tools = available_tools(allowed=profile.allowed_tools if profile else None, settings=settings)
-    specs = [tool.spec for tool in tools.values()]
-    options = completion_options(profile, tools_offered=bool(specs))
-    levels = approval_levels(profile=profile, tools=tools.values(), settings=settings)
-    return RequestSetup(tools, specs, options, levels)
 
 
 # The rounds ----------------------------------------------------------------------------
 
 
-def _drive(
-    run: Run,
-    provider: ChatProvider,
-    profile: Profile | None,
-    request: RequestSetup,
-    started: StartedTurn | None,
-) -> Run:
-    # Without a profile (a provider given directly) answers are asked for whole, as always.
-    live = LiveRun(run.pk, stream=profile is not None and profile.stream)
+def _rounds(round_: Round, started: StartedTurn | None) -> Run:
+    """Drive the rounds (:func:`_loop`) and end the run however they stop."""
+    run = round_.run
     try:
-        return _rounds(run, provider, profile, request, live, started)
-    finally:
-        # However the run stopped, nothing streams any more and watchers re-read.
-        live.clear()
-        live.changed()
-
-
-def _rounds(
-    run: Run,
-    provider: ChatProvider,
-    profile: Profile | None,
-    request: RequestSetup,
-    live: LiveRun,
-    started: StartedTurn | None,
-) -> Run:
-    tools, specs, options = request.tools, request.specs, request.options
-    watch = CancelWatch(run)
-    try:
-        # A run resuming after a decision first answers the turn it held.
-        # Only a run that has had a round can have held one (a round counts when held).
-        held = held_calls(run=run, tools=tools) if run.iterations else []
-        if held:
-            mark_running([row for row, rejection in held if rejection is None])
-            live.changed()
-            _run_calls(run, held, tools, watch)
-            live.changed()
-        # The run holds the conversation (one running run at most), so the history
-        # and its tail are read once and then kept in step with what each round persists.
-        if started is not None:
-            # Read when the run started, in the transaction that inserted it: no
-            # cancellation could flag a run nobody else could see yet.
-            assert started.history is not None  # started claimed: the history was read
-            history, tail = started.history, started.tail
-            state = TurnState(tail, budgets_apply=started.budgets_apply, prices=started.prices)
-            watch.read(False)
-        else:
-            history, tail = history_and_tail(conversation=run.conversation, profile=profile)
-            state = TurnState(tail)
-        while run.iterations < run.max_iterations:
-            watch.raise_if_cancelled()
-            response, turn, checked, approvals = _answer(
-                run,
-                provider,
-                history,
-                specs,
-                options,
-                watch,
-                live,
-                request,
-                state,
-                counts_as_round=True,
-            )
-            if approvals:
-                send_requested(run=run, approvals=approvals)
-                logger.info("run %s waits for %d approval(s)", run.pk, len(approvals))
-                return run
-            history.append(turn)
-            if not checked:
-                return finish_run(
-                    run=run,
-                    status=Run.Status.COMPLETED,
-                    final_content=response.content,
-                    answered=not tail.open_calls,
-                )
-            answers = _run_calls(run, checked, tools, watch, state)
-            live.changed()
-            history.extend(answers)
-        # Every round asked for tools: one more call, with none offered, for the answer.
-        watch.raise_if_cancelled()
-        final_options = dataclasses.replace(options, tool_choice=None, parallel_tool_calls=None)
-        offer_none = dataclasses.replace(request, tools={}, approvals={})
-        response, _turn, checked, _ = _answer(
-            run,
-            provider,
-            history,
-            [],
-            final_options,
-            watch,
-            live,
-            offer_none,
-            state,
-            counts_as_round=False,
-        )
-        if checked:
-            # Tools were not offered; answer each call so the history stays valid.
-            rejected = [reject_call(row=row) for row, _ in checked]
-            persist_outcomes(run=run, outcomes=rejected, tail=tail)
-        return finish_run(
-            run=run,
-            status=Run.Status.MAX_ITERATIONS,
-            final_content=response.content,
-            answered=not tail.open_calls,
-        )
+        return _loop(round_, started)
     except ProviderError as exc:
         logger.warning("run %s: provider error %s", run.pk, exc.code)
         return finish_run(
@@ -334,67 +205,102 @@ def _rounds(
         raise
 
 
+def _loop(round_: Round, started: StartedTurn | None) -> Run:
+    """Ask, store the turn, run its calls, store their answers; until an answer without calls."""
+    run = round_.run
+    _resume_held_turn(round_)
+    state = _turn_state(round_, started)
+    while run.iterations < run.max_iterations:
+        round_.watch.raise_if_cancelled()
+        response, checked, approvals = _answer(round_, state, counts_as_round=True)
+        if approvals:
+            return _wait_for_decisions(run, approvals)
+        if not checked:
+            return _finish(run, state, response, Run.Status.COMPLETED)
+        _run_calls(round_, checked, state)
+    # Every round asked for tools: one more call, with none offered, for the answer.
+    round_.watch.raise_if_cancelled()
+    response, checked, _ = _answer(round_.offering_none(), state, counts_as_round=False)
+    if checked:
+        # Tools were not offered; answer each call so the history stays valid.
+        rejected = [reject_call(row=row) for row, _ in checked]
+        persist_outcomes(run=run, outcomes=rejected, tail=state.tail)
+    return _finish(run, state, response, Run.Status.MAX_ITERATIONS)
+
+
+def _resume_held_turn(round_: Round) -> None:
+    """A run resuming after a decision first answers the turn it held (before reading history)."""
+    run = round_.run
+    # Only a run that has had a round can have held one (a round counts when held).
+    held = held_calls(run=run, tools=round_.request.tools) if run.iterations else []
+    if held:
+        mark_running([row for row, rejection in held if rejection is None])
+        round_.live.changed()
+        _run_calls(round_, held)
+
+
+def _turn_state(round_: Round, started: StartedTurn | None) -> TurnState:
+    """The history and its tail, read once: the run holds the conversation (one running run
+    at most), and each round keeps them in step with what it persists."""
+    if started is None:
+        run = round_.run
+        history, tail = history_and_tail(conversation=run.conversation, profile=run.profile)
+        return TurnState(history, tail)
+    # Read when the run started, in the transaction that inserted it: no
+    # cancellation could flag a run nobody else could see yet.
+    assert started.history is not None  # started claimed: the history was read
+    round_.watch.read(False)
+    return TurnState(
+        started.history, started.tail, budgets_apply=started.budgets_apply, prices=started.prices
+    )
+
+
+def _wait_for_decisions(run: Run, approvals: list[ToolApproval]) -> Run:
+    send_requested(run=run, approvals=approvals)
+    logger.info("run %s waits for %d approval(s)", run.pk, len(approvals))
+    return run
+
+
+def _finish(run: Run, state: TurnState, response: CompletionResponse, status: str) -> Run:
+    return finish_run(
+        run=run,
+        status=status,
+        final_content=response.content,
+        answered=not state.tail.open_calls,
+    )
+
+
 def _answer(
-    run: Run,
-    provider: ChatProvider,
-    history: Sequence[ChatMessage],
-    specs: Sequence[ToolSpec],
-    options: CompletionOptions,
-    watch: CancelWatch,
-    live: LiveRun,
-    request: RequestSetup,
-    state: TurnState,
-    *,
-    counts_as_round: bool,
-) -> tuple[CompletionResponse, ChatMessage, Checked, list[ToolApproval]]:
+    round_: Round, state: TurnState, *, counts_as_round: bool
+) -> tuple[CompletionResponse, Checked, list[ToolApproval]]:
     """Ask the model and store its turn; a turn a cancellation cut short is stored, then stops.
 
-    Returns the response, the assistant message stored (what the history gets),
-    its calls with their rejections, and the approvals the turn waits for.
+    Returns the response, its calls with their rejections, and the approvals
+    the turn waits for; the turn stored joins ``state.history``.
     """
-    asked = ask(
-        run, provider, history, specs, options, watch, live, budgets_apply=state.budgets_apply
-    )
-    state.budgets_apply = asked.budgets_apply
-    turn = asked.response.to_message()
+    asked = ask(round_, state)
     # Forgotten before the turn is committed, never after: a watcher that has read
     # the stored turn then cannot read its snapshot and show the answer twice.
-    live.clear()
-    persisted = persist_turn(
-        run,
-        asked.response,
-        turn,
-        asked.started_at,
-        asked.latency_ms,
-        counts_as_round=counts_as_round,
-        tools=request.tools,
-        needs_approval=request.approvals,
-        state=state,
-        first_delta_ms=asked.first_delta_ms,
-        budgets=asked.budgets,
-    )
-    live.changed()
+    round_.live.clear()
+    persisted = persist_turn(round_, state, asked, counts_as_round=counts_as_round)
+    round_.live.changed()
     if asked.cancelled:
         raise RunCancelled("the run was cancelled")
     if persisted.cancel_requested:
         # Asked for while the answer streamed, too late for the stream to see:
         # no call of this turn starts; the tool runner answers each as cancelled.
-        watch.read(True)
-    return asked.response, turn, persisted.checked, persisted.approvals
+        round_.watch.read(True)
+    return asked.response, persisted.checked, persisted.approvals
 
 
-def _run_calls(
-    run: Run,
-    checked: Checked,
-    tools: dict[str, Tool],
-    watch: CancelWatch,
-    state: TurnState | None = None,
-) -> list[ChatMessage]:
-    """Execute the calls of one assistant turn and answer each; return the answers in call order.
+def _run_calls(round_: Round, checked: Checked, state: TurnState | None = None) -> None:
+    """Execute the calls of one assistant turn and answer each; the answers join the history.
 
     The runnable calls run concurrently (see ``tool_runner``); the answers of
-    the whole turn are stored together once every call has one.
+    the whole turn are stored together once every call has one. ``state``:
+    none for the turn a resumed run held (the history is read after it).
     """
+    run, tools, watch = round_.run, round_.request.tools, round_.watch
     runnable = [(row, tools[row.name]) for row, rejection in checked if rejection is None]
     executed = iter(run_calls(run=run, calls=runnable, watch=watch))
     ordered = [next(executed) if rejection is None else rejection for _, rejection in checked]
@@ -424,4 +330,6 @@ def _run_calls(
         )
     if watch.seen:
         raise RunCancelled("the run was cancelled")
-    return messages
+    round_.live.changed()
+    if state is not None:
+        state.history.extend(messages)

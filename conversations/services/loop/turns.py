@@ -1,48 +1,33 @@
 """Storing a model's turn: the assistant message, its calls and the run's counters at once.
 
 The tool loop (``tool_loop``) drives the rounds; this module is the write it
-makes after each model call, and the little it remembers between rounds
-(:class:`TurnState`) so that it does not read the conversation again.
+makes after each model call (what it remembers between rounds so that it
+does not read the conversation again, :class:`~.rounds.TurnState`, moves on
+with it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
-from conversations.domain import ChatMessage, CompletionResponse
-from conversations.models import Budget, Run, ToolApproval
+from conversations.models import ToolApproval
 from conversations.models import ToolCall as ToolCallRow
-from conversations.selectors import TranscriptTail
-from conversations.tools import Tool
 
 from ..transcript.messages import MessageDetails, append_after
 from ..usage.ledger import price_call, record_model_call
-from ..usage.prices import Prices
 from .approvals import hold_turn
+from .asking import Asked
 from .hot_path import charge_run
+from .rounds import Round, TurnState
 from .tool_calls import CallOutcome, check_call
 
-__all__ = ["Checked", "Persisted", "TurnState", "mark_running", "persist_turn"]
+__all__ = ["Checked", "Persisted", "mark_running", "persist_turn"]
 
 Checked = list[tuple[ToolCallRow, CallOutcome | None]]
 """Each call of a turn with its rejection (``None`` when it may run)."""
-
-
-@dataclass(slots=True)
-class TurnState:
-    """What the loop knows between rounds without reading it again (it holds the conversation)."""
-
-    tail: TranscriptTail
-    """The conversation's end: next position, open calls, call ids taken."""
-    budgets_apply: bool | None = None
-    """Whether a budget covers the run, as last read (``None``: not read yet)."""
-    prices: Prices | None = None
-    """The language model's prices, read once per run (``None``: not read yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,21 +43,12 @@ class Persisted:
 
 
 def persist_turn(
-    run: Run,
-    response: CompletionResponse,
-    turn: ChatMessage,
-    started_at: datetime,
-    latency_ms: int,
-    *,
-    counts_as_round: bool,
-    tools: Mapping[str, Tool],
-    needs_approval: Mapping[str, str],
-    state: TurnState,
-    budgets: Sequence[Budget],
-    first_delta_ms: int | None = None,
+    round_: Round, state: TurnState, asked: Asked, *, counts_as_round: bool
 ) -> Persisted:
-    """Store the assistant turn (``turn``: ``response`` as a message), its calls and the run's
-    counters in one transaction.
+    """Store the assistant turn (``asked.response`` as a message), its calls and the run's
+    counters in one transaction; the message joins ``state.history``.
+
+    Returns what storing it decided about its calls (see :class:`Persisted`).
 
     Calls that will be executed are stored ``running``, before any of them
     starts: after a crash they are answered as interrupted, never executed
@@ -82,13 +58,16 @@ def persist_turn(
     first), its calls are stored as they came, neither running nor held:
     the loop answers each as cancelled and starts none.
 
-    ``budgets``: those the request was checked against; it is charged to
-    them (empty: none covered it). The statements: the run's counters (which
-    also fence the run), the conversation's ``updated_at``, the message, its
-    calls, the budgets' counters (when ``budgets``), the ledger row.
+    The call is charged to the budgets it was checked against
+    (``asked.budgets``; none: none covered it). The statements: the run's
+    counters (which also fence the run), the conversation's ``updated_at``,
+    the message, its calls, the budgets' counters (when any), the ledger row.
     """
+    run, response = round_.run, asked.response
+    tools, needs_approval = round_.request.tools, round_.request.approvals
+    turn = response.to_message()
     usage = response.usage
-    details = MessageDetails.from_response(response, latency_ms=latency_ms)
+    details = MessageDetails.from_response(response, latency_ms=asked.latency_ms)
     priced = price_call(run=run, usage=usage, prices=state.prices)
     state.prices = priced[0]
     checked: Checked = []
@@ -119,15 +98,15 @@ def persist_turn(
         )
         record_model_call(
             run=run,
-            started_at=started_at,
-            latency_ms=latency_ms,
+            started_at=asked.started_at,
+            latency_ms=asked.latency_ms,
             usage=usage,
             model=response.model,
             message=message,
-            time_to_first_token_ms=first_delta_ms,
+            time_to_first_token_ms=asked.first_delta_ms,
             priced=priced,
             run_charged=True,
-            budgets=budgets,
+            budgets=asked.budgets,
         )
         # Only calls that could run need a decision; refused ones are answered on resume.
         runnable = [row for row, rejection in checked if rejection is None]
@@ -136,6 +115,7 @@ def persist_turn(
         if levels and not cancel_requested:
             rows = [row for row, _ in checked]
             approvals = hold_turn(run=run, rows=rows, levels=levels)
+    state.history.append(turn)
     return Persisted(checked, approvals, cancel_requested)
 
 

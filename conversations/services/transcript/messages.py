@@ -13,19 +13,21 @@ from django.utils import timezone
 
 from conversations import domain
 from conversations.exceptions import InvalidArgumentError
-from conversations.models import Conversation, Message, Run, ToolCall
+from conversations.models import TITLE_MAX_LENGTH, Conversation, Message, Run, ToolCall
 from conversations.selectors import TranscriptTail
 
 from .. import _sql
 
-__all__ = ["MessageDetails", "append_after", "append_messages", "create_conversation"]
+__all__ = [
+    "MessageDetails",
+    "append_after",
+    "append_messages",
+    "check_title",
+    "create_conversation",
+]
 
 PrepareCalls = Callable[[list[ToolCall]], None]
 """Called with an assistant message's new call rows just before they are inserted."""
-
-_title_max_length = Conversation._meta.get_field("title").max_length
-assert _title_max_length is not None  # a CharField always has one
-_TITLE_MAX_LENGTH: int = _title_max_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,16 @@ class MessageDetails:
         return fields
 
 
+def check_title(title: Any) -> None:
+    """Refuse a title that is not a string of at most :data:`TITLE_MAX_LENGTH` characters."""
+    if not isinstance(title, str) or len(title) > TITLE_MAX_LENGTH:
+        raise InvalidArgumentError(
+            f"title must be a string of at most {TITLE_MAX_LENGTH} characters",
+            code="invalid_title",
+            field="title",
+        )
+
+
 def create_conversation(
     *,
     owner: Any,
@@ -92,12 +104,7 @@ def create_conversation(
     metadata: Mapping[str, Any] | None = None,
 ) -> Conversation:
     """Create an empty conversation for ``owner``."""
-    if not isinstance(title, str) or len(title) > _TITLE_MAX_LENGTH:
-        raise InvalidArgumentError(
-            f"title must be a string of at most {_TITLE_MAX_LENGTH} characters",
-            code="invalid_title",
-            field="title",
-        )
+    check_title(title)
     if metadata is not None and not isinstance(metadata, Mapping):
         raise InvalidArgumentError(
             "metadata must be an object", code="invalid_metadata", field="metadata"

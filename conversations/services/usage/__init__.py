@@ -2,19 +2,20 @@
 
 ``ledger`` records one row per provider request, priced at the run's prices
 (``prices``); ``budgets`` checks a call against its budgets before it is made
-and charges them after; ``tracing`` emits spans and metrics when the
-OpenTelemetry API is installed.
+(reserving its estimated cost) and charges them after; ``tracing`` emits
+spans and metrics when the OpenTelemetry API is installed.
 """
 
-from .budgets import BudgetStatus, budget_statuses, ensure_within_budgets, period_bounds
+from .budgets import BudgetCheck, BudgetStatus, budget_statuses, check_budgets, period_bounds
 from .ledger import call_cost
 from .prices import Prices
 
 __all__ = [
+    "BudgetCheck",
     "BudgetStatus",
     "Prices",
     "budget_statuses",
     "call_cost",
-    "ensure_within_budgets",
+    "check_budgets",
     "period_bounds",
 ]

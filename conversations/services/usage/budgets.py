@@ -1,13 +1,19 @@
 """Budgets: check them before every model call, charge them with every recorded call.
 
-Each budget has one counter row per period. :func:`check_budgets` locks the
-counters of the budgets that apply to a run (``SELECT ... FOR UPDATE``, in
-budget order so two runs never deadlock) and refuses the call when a blocking
-one has reached its limit; the call's ``started_at`` is taken while the locks
-are held. :func:`charge_budgets` adds a recorded call to the same counters in
-the transaction that inserts its ``ModelCall`` row. Concurrent runs therefore
-see each other's spending as soon as it is recorded, and the overspend is
-bounded by the calls that were already in flight when the limit was reached.
+Each budget has one counter row per period. :func:`check_budgets` is the one
+check, made before anything is stored for a message (posting, editing,
+regenerating: the counters are read) and before every model call of the
+tool loop. There it reserves the call's estimated cost: when a blocking
+budget applies, one upsert adds the estimate to the counters of the budgets
+that apply, under their row locks (taken in budget order, so two runs never
+deadlock), and the call is
+refused, and nothing reserved, when a counter had reached its limit before
+it. :func:`charge_budgets` replaces the reservation by what the call used,
+in the transaction that inserts its ``ModelCall`` row. Concurrent calls
+therefore see each other as spent from the moment they were allowed, and a
+budget is overspent by at most the last allowed call (by more only when calls
+use more than their estimate). A call whose record is never written (its
+process died) keeps its reservation: the error is on the safe side.
 
 Periods are calendar periods in UTC: a ``day`` starts at midnight, a ``week``
 on Monday, a ``month`` on its first; a ``total`` budget has one period that
@@ -29,18 +35,17 @@ from django.utils import timezone
 
 from conversations import signals
 from conversations.exceptions import BudgetExceeded
-from conversations.models import Budget, BudgetCounter, Profile, Run
+from conversations.models import Budget, BudgetCounter, Run
 
 from .. import _sql
 
 __all__ = [
+    "BudgetCheck",
     "BudgetStatus",
     "applicable_budgets",
-    "budget_check",
     "budget_statuses",
     "charge_budgets",
     "check_budgets",
-    "ensure_within_budgets",
     "period_bounds",
 ]
 
@@ -74,12 +79,6 @@ def applicable_budgets(*, user_id: Any, profile_id: int | None) -> list[Budget]:
     return list(Budget.objects.filter(scope, is_active=True).order_by("pk"))
 
 
-def _exhausted(budget: Budget, counter: BudgetCounter) -> bool:
-    if budget.token_limit is not None and counter.tokens >= budget.token_limit:
-        return True
-    return budget.cost_limit is not None and counter.cost >= budget.cost_limit
-
-
 def _refusal(budget: Budget, now: datetime) -> BudgetExceeded:
     _start, end = period_bounds(period=budget.period, at=now)
     when = f"until {end.isoformat()}" if end is not None else "for good (a total budget)"
@@ -88,73 +87,88 @@ def _refusal(budget: Budget, now: datetime) -> BudgetExceeded:
     )
 
 
-def _locked_counters(budgets: list[Budget], now: datetime) -> list[BudgetCounter]:
-    """The current period's counter of each budget, locked, in budget order.
+@dataclass(frozen=True, slots=True)
+class BudgetCheck:
+    """What the check before a model call found, and what it holds for the call until recorded."""
 
-    Counters are created (and then read again) only when one is missing: the
-    first call of a period.
+    started_at: datetime
+    """When the call may start: taken after the counters were read (and, reserving, locked)."""
+    budgets: tuple[Budget, ...] = ()
+    """Every active budget covering the call (block or warn): it is charged to them."""
+    period_starts: tuple[datetime, ...] = ()
+    """The period each of ``budgets`` counts the call in (the one it was checked in)."""
+    reserved_tokens: int = 0
+    """The tokens held in each of ``budgets``' counters until the call is recorded."""
+    reserved_cost: Decimal = Decimal(0)
+    """The cost held likewise (zero when the run's prices were not known)."""
+
+    @property
+    def budgets_apply(self) -> bool:
+        """Whether any budget covered the call."""
+        return bool(self.budgets)
+
+
+def check_budgets(
+    *,
+    user_id: Any,
+    profile_id: int | None,
+    reserve: tuple[int, Decimal] | None = None,
+) -> BudgetCheck:
+    """Refuse a model call when a blocking budget covering it is used up; else what was found.
+
+    Raises :class:`BudgetExceeded` naming the first exhausted budget. Posting
+    a message, editing and regenerating call it before anything is stored
+    (``reserve=None``: the counters are only read). The tool loop calls it
+    before each model call with ``reserve``, the call's estimated
+    ``(tokens, cost)``: in one statement, under the counters' row locks, the
+    estimate is added to the counter of every budget covering the call and
+    the blocking ones are checked as they were before it, so a concurrent
+    check sees this call as spent while it runs. Recording the call replaces
+    the estimate with what it used (:func:`charge_budgets`). A refused call
+    reserves nothing.
     """
-    starts = {budget.pk: period_bounds(period=budget.period, at=now)[0] for budget in budgets}
-    match = Q()
-    for pk, start in starts.items():
-        match |= Q(budget_id=pk, period_start=start)
-    counters = BudgetCounter.objects.filter(match).order_by("budget_id").select_for_update()
-    found = list(counters)
-    if len(found) == len(starts):
-        return found
-    BudgetCounter.objects.bulk_create(
-        [BudgetCounter(budget_id=pk, period_start=start) for pk, start in starts.items()],
-        ignore_conflicts=True,
-    )
-    return list(counters.all())
-
-
-def check_budgets(*, run: Run, now: datetime | None = None) -> datetime:
-    """Refuse the run's next model call if a blocking budget is used up; else its start time.
-
-    Raises :class:`BudgetExceeded` naming the first exhausted budget. The
-    returned instant is taken while the counters are locked: a call recorded
-    before it was seen by this check.
-    """
-    return budget_check(run=run, now=now)[0]
-
-
-def budget_check(*, run: Run, now: datetime | None = None) -> tuple[datetime, list[Budget]]:
-    """:func:`check_budgets`, and the budgets (block or warn) that cover the run.
-
-    The call is charged to those budgets when it is recorded (see
-    :func:`charge_budgets`). The tool loop skips reading budgets for a call
-    when none covered the previous one and none has been added since (see
-    ``hot_path``).
-    """
-    covering = applicable_budgets(user_id=run.conversation.owner_id, profile_id=run.profile_id)
-    budgets = [budget for budget in covering if budget.action == Budget.Action.BLOCK]
-    if not budgets:
-        return timezone.now(), covering
+    covering = applicable_budgets(user_id=user_id, profile_id=profile_id)
+    blocking = [budget for budget in covering if budget.action == Budget.Action.BLOCK]
+    if not blocking:
+        now = timezone.now()
+        starts = tuple(period_bounds(period=b.period, at=now)[0] for b in covering)
+        return BudgetCheck(now, tuple(covering), starts)
+    moment = timezone.now()
+    starts = tuple(period_bounds(period=b.period, at=moment)[0] for b in covering)
+    if reserve is None:
+        by_start = {b.pk: start for b, start in zip(covering, starts, strict=True)}
+        spent = _read_counters([(budget.pk, by_start[budget.pk]) for budget in blocking])
+        _refuse_exhausted(blocking, spent, moment)
+        return BudgetCheck(timezone.now(), tuple(covering), starts)
+    tokens, cost = reserve
     with transaction.atomic():
-        moment = now or timezone.now()
-        by_pk = {budget.pk: budget for budget in budgets}
-        for counter in _locked_counters(budgets, moment):
-            budget = by_pk[counter.budget_id]
-            if _exhausted(budget, counter):
-                raise _refusal(budget, moment)
-        return timezone.now(), covering
+        # Every covering budget holds the reservation, so that recording the
+        # call settles them all alike; only the blocking ones can refuse it.
+        every = list(zip([b.pk for b in covering], starts, strict=True))
+        after = _upsert_counters(every, (tokens, cost, 0), (tokens, cost))
+        spent = {pk: (t - tokens, c - cost) for pk, (t, c) in after.items()}
+        # Raised inside the block: the reservation is rolled back with it.
+        _refuse_exhausted(blocking, spent, moment)
+        return BudgetCheck(timezone.now(), tuple(covering), starts, tokens, cost)
 
 
-def ensure_within_budgets(*, user: Any, profile: Profile | None) -> None:
-    """Raise :class:`BudgetExceeded` when a blocking budget covering ``user``/``profile`` is used up.
+def _read_counters(counters: Sequence[tuple[Any, datetime]]) -> dict[Any, tuple[int, Decimal]]:
+    """The tokens and cost of each ``(budget id, period start)`` counter that exists (one query)."""
+    match = Q(pk__in=[])
+    for pk, start in counters:
+        match |= Q(budget_id=pk, period_start=start)
+    rows = BudgetCounter.objects.filter(match).values_list("budget_id", "tokens", "cost")
+    return {pk: (tokens, cost) for pk, tokens, cost in rows}
 
-    Read without locks: it answers a request early; the loop's own check
-    before each call is the one that holds.
-    """
-    now = timezone.now()
-    budgets = applicable_budgets(user_id=user.pk, profile_id=profile.pk if profile else None)
-    for budget in budgets:
-        if budget.action != Budget.Action.BLOCK:
-            continue
-        start, _end = period_bounds(period=budget.period, at=now)
-        counter = BudgetCounter.objects.filter(budget=budget, period_start=start).first()
-        if counter is not None and _exhausted(budget, counter):
+
+def _refuse_exhausted(
+    budgets: Sequence[Budget], spent: dict[Any, tuple[int, Decimal]], now: datetime
+) -> None:
+    for budget in budgets:  # in budget order: the first exhausted one is named
+        tokens, cost = spent.get(budget.pk, (0, Decimal(0)))
+        if budget.token_limit is not None and tokens >= budget.token_limit:
+            raise _refusal(budget, now)
+        if budget.cost_limit is not None and cost >= budget.cost_limit:
             raise _refusal(budget, now)
 
 
@@ -165,27 +179,34 @@ def charge_budgets(
     tokens: int,
     cost: Decimal | None,
     run: Run,
-    budgets: Sequence[Budget] | None = None,
+    budgets: BudgetCheck | None = None,
 ) -> None:
     """Add one recorded call to the counters of every budget covering it.
 
-    ``budgets``: the ones the call was checked against before it started
-    (:func:`budget_check`); else those covering it now are read. Call inside
-    the transaction that inserts the ``ModelCall``. A ``warn`` budget that this
-    call brings to its limit gets ``budget_warning`` sent once per period,
-    after the transaction commits.
+    ``budgets``: the check the call passed before it started
+    (:func:`check_budgets`): the call counts in the periods it was checked
+    in, and what the check reserved in them is replaced by ``tokens`` and
+    ``cost``; else the budgets covering it now are read.
+    Call inside the transaction that inserts the ``ModelCall``. A ``warn``
+    budget that this call brings to its limit gets ``budget_warning`` sent
+    once per period, after the transaction commits.
     """
-    if budgets is None:
-        budgets = applicable_budgets(user_id=user_id, profile_id=profile_id)
-    if not budgets:
-        return
     now = timezone.now()
+    if budgets is None:
+        covering = applicable_budgets(user_id=user_id, profile_id=profile_id)
+        budgets = BudgetCheck(
+            now, tuple(covering), tuple(period_bounds(period=b.period, at=now)[0] for b in covering)
+        )
+    if not budgets.budgets:
+        return
     charge_counters(
-        [(budget.pk, period_bounds(period=budget.period, at=now)[0]) for budget in budgets],
+        list(zip([b.pk for b in budgets.budgets], budgets.period_starts, strict=True)),
         tokens=tokens,
         cost=cost or Decimal(0),
+        reserved_tokens=budgets.reserved_tokens,
+        reserved_cost=budgets.reserved_cost,
     )
-    for budget in budgets:
+    for budget, start in zip(budgets.budgets, budgets.period_starts, strict=True):
         if budget.action != Budget.Action.WARN:
             continue
         reached = Q()
@@ -193,7 +214,6 @@ def charge_budgets(
             reached |= Q(tokens__gte=budget.token_limit)
         if budget.cost_limit is not None:
             reached |= Q(cost__gte=budget.cost_limit)
-        start, _end = period_bounds(period=budget.period, at=now)
         warned = BudgetCounter.objects.filter(
             reached, budget=budget, period_start=start, warned_at__isnull=True
         ).update(warned_at=now)
@@ -216,9 +236,9 @@ class BudgetStatus:
     resets_at: datetime | None
     """End of the current period (``None`` for ``total``)."""
     tokens: int
-    """Tokens counted in the period."""
+    """Tokens counted in the period (with the estimates of calls still in flight)."""
     cost: Decimal
-    """Cost counted in the period (priced calls only)."""
+    """Cost counted in the period (priced calls only; also with calls in flight)."""
     used_percent: int
     """The larger share of its limits used, in percent (may pass 100)."""
 
@@ -247,17 +267,44 @@ def budget_statuses(*, now: datetime) -> list[BudgetStatus]:
 
 
 def charge_counters(
-    counters: Sequence[tuple[Any, datetime]], *, tokens: int, cost: Decimal
+    counters: Sequence[tuple[Any, datetime]],
+    *,
+    tokens: int,
+    cost: Decimal,
+    reserved_tokens: int = 0,
+    reserved_cost: Decimal = Decimal(0),
 ) -> None:
     """Add one call (``tokens``, ``cost``) to each ``(budget id, period start)`` counter.
 
-    A missing counter is created with the call as its first; concurrent
-    charges of one counter add up (the upsert takes the row's lock). A budget
-    deleted since its id was read is skipped. The sum is cast to ``NUMERIC``
+    ``reserved_tokens`` and ``reserved_cost``: what the call's check added to
+    these counters, now replaced by what it used. A missing counter is
+    created with the call as its first; concurrent charges of one counter
+    add up (the upsert takes the row's lock). A budget deleted since its id
+    was read is skipped.
+    """
+    _upsert_counters(
+        counters,
+        (tokens, cost, 1),
+        (tokens - reserved_tokens, cost - reserved_cost),
+    )
+
+
+def _upsert_counters(
+    counters: Sequence[tuple[Any, datetime]],
+    first: tuple[int, Decimal, int],
+    added: tuple[int, Decimal],
+) -> dict[Any, tuple[int, Decimal]]:
+    """Add to each ``(budget id, period start)`` counter; returns each one's tokens and cost after.
+
+    One statement: a missing counter is created with ``first`` (tokens, cost,
+    calls), an existing one gets ``added`` (tokens, cost) and ``first``'s
+    calls; concurrent additions to one counter add up (the upsert takes the
+    rows' locks in budget order, so two runs never deadlock), and never take
+    it below zero; a budget deleted since its id was read is skipped. The sum is cast to ``NUMERIC``
     as the ORM casts a decimal sum on SQLite.
     """
     if not counters:
-        return
+        return {}
     counter_table, budget_table = _sql.table(BudgetCounter), _sql.table(Budget)
     cast = "::timestamptz" if connection.vendor == "postgresql" else ""
     params: list[Any] = []
@@ -271,12 +318,23 @@ def charge_counters(
         # SQLite needs the WHERE to tell the SELECT's end from the upsert clause.
         cursor.execute(
             f"INSERT INTO {counter_table} (budget_id, period_start, tokens, cost, calls)"
-            " SELECT v.column1, v.column2, %s, CAST(%s AS NUMERIC), 1"
+            " SELECT v.column1, v.column2, %s, CAST(%s AS NUMERIC), %s"
             f" FROM (VALUES {rows}) AS v"
             f" WHERE EXISTS (SELECT 1 FROM {budget_table} b WHERE b.id = v.column1)"
+            " ORDER BY v.column1"
             " ON CONFLICT (budget_id, period_start) DO UPDATE SET"
-            f" tokens = {counter_table}.tokens + excluded.tokens,"
-            f" cost = CAST({counter_table}.cost + excluded.cost AS NUMERIC),"
-            f" calls = {counter_table}.calls + 1",
-            [tokens, cost, *params],
+            f" tokens = {_at_least_zero(f'{counter_table}.tokens + %s')},"
+            f" cost = CAST({_at_least_zero(f'{counter_table}.cost + CAST(%s AS NUMERIC)')}"
+            " AS NUMERIC),"
+            f" calls = {counter_table}.calls + excluded.calls"
+            " RETURNING budget_id, tokens, cost",
+            [*first, *params, added[0], added[0], added[1], added[1]],
         )
+        returned = cursor.fetchall()
+    return {pk: (spent, Decimal(str(money))) for pk, spent, money in returned}
+
+
+def _at_least_zero(expression: str) -> str:
+    """``expression``, or 0 when it is negative: a counter reset by hand while a call ran
+    would otherwise go below zero when the call's reservation is replaced."""
+    return f"CASE WHEN {expression} < 0 THEN 0 ELSE {expression} END"

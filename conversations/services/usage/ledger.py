@@ -17,7 +17,6 @@ exactly once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 
@@ -27,9 +26,9 @@ from django.db.models.functions import Coalesce
 
 from conversations.conf import app_settings
 from conversations.domain import Usage
-from conversations.models import Budget, LanguageModel, Message, ModelCall, Run
+from conversations.models import LanguageModel, Message, ModelCall, Run
 
-from .budgets import charge_budgets
+from .budgets import BudgetCheck, charge_budgets
 from .prices import PRICE_FIELDS, Prices
 
 __all__ = [
@@ -88,7 +87,7 @@ def record_model_call(
     time_to_first_token_ms: int | None = None,
     priced: tuple[Prices, Decimal | None] | None = None,
     run_charged: bool = False,
-    budgets: Sequence[Budget] | None = None,
+    budgets: BudgetCheck | None = None,
 ) -> ModelCall:
     """Insert the ledger row of one provider request and charge the run and its budgets.
 
@@ -99,9 +98,9 @@ def record_model_call(
 
     The tool loop, which writes the run's counters in a statement of its own,
     passes what :func:`price_call` returned as ``priced`` and
-    ``run_charged=True``, and as ``budgets`` those the call was checked
-    against (empty: none covers it, none is read). ``None``: the budgets
-    covering the call now are read.
+    ``run_charged=True``, and as ``budgets`` the check the call passed (its
+    budgets are charged, its reservation settled; no budgets: none is read).
+    ``None``: the budgets covering the call now are read.
     """
     profile = run.profile
     prices, cost = priced if priced is not None else price_call(run=run, usage=usage)
@@ -169,9 +168,17 @@ def price_call(
 
 
 def record_failed_call(
-    *, run: Run, started_at: datetime, latency_ms: int, error_code: str
+    *,
+    run: Run,
+    started_at: datetime,
+    latency_ms: int,
+    error_code: str,
+    budgets: BudgetCheck | None = None,
 ) -> ModelCall:
-    """The ledger row of a request that got no usable answer (no tokens are known)."""
+    """The ledger row of a request that got no usable answer (no tokens are known).
+
+    ``budgets``: the check the request passed; what it reserved is released.
+    """
     return record_model_call(
         run=run,
         started_at=started_at,
@@ -179,4 +186,5 @@ def record_failed_call(
         usage=Usage(),
         model="",
         error_code=error_code or "error",
+        budgets=budgets,
     )

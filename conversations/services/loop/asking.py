@@ -1,0 +1,151 @@
+"""Asking the model: one provider request, after the budgets allowed it, as the loop stores it.
+
+The budgets are checked (and the call's estimate reserved) before the
+request; the answer is streamed to watchers through ``live`` when the
+profile streams, else asked for whole; a request that fails is recorded in
+the ledger as failed (giving back its reservation) and raised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.utils import timezone
+
+from conversations.domain import ChatMessage, CompletionResponse, StreamEvent, ToolSpec
+from conversations.domain.estimates import estimate_call
+from conversations.domain.timing import milliseconds
+from conversations.exceptions import ConversationsError, RunCancelled
+from conversations.providers.base import ChatProvider
+from conversations.providers.boundary import check_response
+from conversations.providers.options import CompletionOptions
+from conversations.providers.streaming import PartialTurn, deltas_of, stream_completion
+
+from ..usage import tracing
+from ..usage.budgets import BudgetCheck, check_budgets
+from ..usage.ledger import call_cost, record_failed_call
+from .live import CANCELLED_FINISH_REASON
+from .rounds import Round, TurnState
+
+__all__ = ["Asked", "ask", "cut_short"]
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """One provider request as the loop stores it."""
+
+    response: CompletionResponse
+    started_at: datetime
+    latency_ms: int
+    first_delta_ms: int | None
+    """Milliseconds to the first delta of a streamed answer (``None``: not streamed)."""
+    cancelled: bool
+    """``response`` is the text received before a cancellation cut the stream."""
+    budgets: BudgetCheck
+    """The check that allowed it: the budgets it is charged to, what it reserved in them."""
+
+
+def ask(round_: Round, state: TurnState) -> Asked:
+    """One provider request, after the budgets allowed it; a failed one is recorded as such.
+
+    Streamed when the profile says so (a provider without ``stream()`` answers
+    whole, relayed as one piece); a cancellation that came before any text is
+    recorded as a failed request and raised. When ``state`` has just read that
+    no budget covers the run, none is checked; else the check reserves the
+    request's estimated cost (see ``usage.budgets``).
+    """
+    run, provider, live, watch = round_.run, round_.provider, round_.live, round_.watch
+    history, specs, options = state.history, round_.request.specs, round_.request.options
+    budgets = _reserve(round_, state)
+    started_at = budgets.started_at
+    started = time.monotonic()
+    name = getattr(provider, "provider_name", "provider")
+    first_delta_ms: int | None = None
+    cancelled = False
+    try:
+        with tracing.chat_span(
+            provider=run.provider,
+            model=options.model or run.model,
+            conversation_id=run.conversation_id,
+            messages=history,
+        ) as span:
+            if live.stream:
+                stream, streams = _open_stream(provider, history, specs, options)
+                streamed = live.consume(stream, watch=watch, started=started)
+                first_delta_ms = streamed.first_delta_ms if streams else None
+                cancelled = streamed.response is None
+                response = streamed.response or cut_short(
+                    streamed.partial, model=options.model or run.model, provider=name
+                )
+            else:
+                response = provider.complete(history, tools=specs, options=options)
+            # Adapters over HTTP check at their boundary already; any other provider
+            # (a scripted or a host's own) is held to the same rules here.
+            response = check_response(response, provider=name)
+            span.answered(response)
+    except Exception as exc:
+        code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
+        elapsed = milliseconds(time.monotonic() - started)
+        record_failed_call(
+            run=run, started_at=started_at, latency_ms=elapsed, error_code=code, budgets=budgets
+        )
+        raise
+    latency_ms = milliseconds(time.monotonic() - started)
+    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, budgets)
+
+
+def _reserve(round_: Round, state: TurnState) -> BudgetCheck:
+    """The budget check before a model call, reserving its estimated tokens and cost.
+
+    Skipped when ``state`` has just read that no budget covers the run.
+    """
+    run = round_.run
+    if state.budgets_apply is False:
+        return BudgetCheck(timezone.now())
+    options = round_.request.options
+    tokens = estimate_call(
+        sent=state.history, tools=round_.request.specs, max_output_tokens=options.max_tokens
+    )
+    cost = call_cost(usage=tokens, prices=state.prices) if state.prices else None
+    reserve = (tokens.prompt_tokens + tokens.completion_tokens, cost or Decimal(0))
+    budgets = check_budgets(
+        user_id=run.conversation.owner_id, profile_id=run.profile_id, reserve=reserve
+    )
+    state.budgets_apply = budgets.budgets_apply
+    return budgets
+
+
+def _open_stream(
+    provider: ChatProvider,
+    history: Sequence[ChatMessage],
+    specs: Sequence[ToolSpec],
+    options: CompletionOptions,
+) -> tuple[Iterator[StreamEvent], bool]:
+    """The provider's stream, and whether it really streams (else its whole answer in pieces)."""
+    # A class that names ChatProvider as its base inherits a stream() stub that streams nothing.
+    if getattr(type(provider), "stream", ChatProvider.stream) is not ChatProvider.stream:
+        try:
+            return stream_completion(provider, history, tools=specs, options=options), True
+        except NotImplementedError:
+            pass  # An adapter without its streaming hooks answers whole.
+    return deltas_of(provider.complete(history, tools=specs, options=options)), False
+
+
+def cut_short(partial: PartialTurn, *, model: str, provider: str) -> CompletionResponse:
+    """The text a cancellation cut short, as a turn: calls still arriving are dropped.
+
+    Raises :class:`RunCancelled` when there is no text: then nothing is stored
+    (the ledger records the request as failed).
+    """
+    if not partial.text:
+        raise RunCancelled("the run was cancelled before the answer began")
+    return CompletionResponse(
+        content=partial.text,
+        model=model,
+        finish_reason=CANCELLED_FINISH_REASON,
+        provider=provider,
+    )
