@@ -148,6 +148,7 @@ EXPORTS = {
         "HTTPProvider",
         "OllamaProvider",
         "OpenAIProvider",
+        "OpenAIResponsesProvider",
         "ScriptedProvider",
         "scripted_calls",
         "scripted_stream",

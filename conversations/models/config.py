@@ -33,6 +33,7 @@ class Provider(models.Model):
         TOGETHER = "together", "Together AI"
         FIREWORKS = "fireworks", "Fireworks AI"
         OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible"
+        OPENAI_RESPONSES = "openai_responses", "OpenAI Responses API"
         ANTHROPIC = "anthropic", "Anthropic"
         GEMINI = "gemini", "Google Gemini"
         OLLAMA = "ollama", "Ollama"

@@ -13,6 +13,7 @@ from .demo import DemoProvider
 from .gemini import GeminiProvider
 from .ollama import OllamaProvider
 from .openai import OpenAIProvider
+from .openai_responses import OpenAIResponsesProvider
 from .scripted import ScriptedProvider, scripted_calls, scripted_stream, scripted_text
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "HTTPProvider",
     "OllamaProvider",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "ScriptedProvider",
     "scripted_calls",
     "scripted_stream",

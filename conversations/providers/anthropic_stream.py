@@ -32,7 +32,9 @@ from typing import Any, Final
 from conversations.domain import CompletionResponse, ReasoningDelta, TextDelta, ToolCallDelta
 from conversations.exceptions import ProviderResponseError
 
-from .stream_support import StreamCallIds, stream_error
+from .stream_support import StreamCallIds, record_index, stream_error
+from .stream_support import record_object as _mapping
+from .stream_support import record_text as _text
 from .streaming import Delta
 
 __all__ = ["ERROR_STATUSES", "AnthropicStreamParser"]
@@ -54,22 +56,8 @@ ERROR_STATUSES: Final[Mapping[str, int]] = {
 Block = dict[str, Any]
 
 
-def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{what} is not an object")
-    return value
-
-
-def _text(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} is not a string")
-    return value
-
-
 def _index(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError("a content block index is not a non-negative integer")
-    return value
+    return record_index(value, "a content block index")
 
 
 def _input(block: Mapping[str, Any], pieces: list[str]) -> Any:

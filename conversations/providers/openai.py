@@ -43,6 +43,7 @@ from .base import (
 )
 from .conversion import require_offered_tool
 from .openai_stream import OpenAIStreamParser
+from .streaming import StreamParser
 
 __all__ = [
     "AZURE_STREAM_OPTIONS_SINCE",
@@ -50,6 +51,7 @@ __all__ = [
     "PRESETS",
     "OpenAIPreset",
     "OpenAIProvider",
+    "answered_call_id",
     "call_candidates",
     "openai_messages",
     "openai_tool_choice",
@@ -171,7 +173,7 @@ def openai_messages(
                         call["id"] = mapped(call["id"], f"{index}/tool_calls/{position}/id")
                     seen_calls.update(call.id for call in message.tool_calls)
             case Role.TOOL:
-                call_id = _answered_call_id(message, index, seen_calls)
+                call_id = answered_call_id(message, index, seen_calls)
                 wire["tool_call_id"] = mapped(call_id, f"{index}/tool_call_id")
             case _:  # pragma: no cover - Role is a closed enum
                 assert_never(message.role)
@@ -179,7 +181,8 @@ def openai_messages(
     return result
 
 
-def _answered_call_id(message: ChatMessage, index: int, seen_calls: Collection[str]) -> str:
+def answered_call_id(message: ChatMessage, index: int, seen_calls: Collection[str]) -> str:
+    """The call id the tool ``message`` (at ``index``) answers: one of ``seen_calls``, else an error."""
     if message.tool_call_id is None:
         raise InvalidArgumentError(
             "a tool message needs the id of the call it answers",
@@ -203,20 +206,25 @@ def openai_tool_choice(choice: str, tools: Sequence[ToolSpec]) -> str | dict[str
     return {"type": "function", "function": {"name": choice}}
 
 
-def openai_usage(data: Any) -> Usage:
-    """:class:`Usage` from an OpenAI ``usage`` object; missing counters are 0."""
+def openai_usage(data: Any, *, sides: tuple[str, str] = ("prompt", "completion")) -> Usage:
+    """:class:`Usage` from a ``usage`` object with ``{side}_tokens`` counters; 0 if missing.
+
+    ``sides`` name the input and output side (the Responses API: ``input``, ``output``).
+    """
     if data is None:
         return Usage()
     if not isinstance(data, Mapping):
         raise ProviderResponseError(f"usage is not an object: {type(data).__name__}")
-    prompt_details = data.get("prompt_tokens_details") or {}
-    completion_details = data.get("completion_tokens_details") or {}
+    prompt_key, completion_key = (f"{side}_tokens" for side in sides)
+    prompt_details_key, completion_details_key = (f"{side}_tokens_details" for side in sides)
+    prompt_details = data.get(prompt_details_key) or {}
+    completion_details = data.get(completion_details_key) or {}
     if not isinstance(prompt_details, Mapping) or not isinstance(completion_details, Mapping):
         raise ProviderResponseError("usage details are not objects")
     total = data.get("total_tokens")
     return Usage(
-        prompt_tokens=token_count(data.get("prompt_tokens"), "prompt_tokens"),
-        completion_tokens=token_count(data.get("completion_tokens"), "completion_tokens"),
+        prompt_tokens=token_count(data.get(prompt_key), prompt_key),
+        completion_tokens=token_count(data.get(completion_key), completion_key),
         total_tokens=None if total is None else token_count(total, "total_tokens"),
         cached_prompt_tokens=token_count(prompt_details.get("cached_tokens"), "cached_tokens"),
         reasoning_tokens=token_count(
@@ -455,7 +463,7 @@ class OpenAIProvider(HTTPProvider):
 
     def stream_parser(
         self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
-    ) -> OpenAIStreamParser:
+    ) -> StreamParser:
         """A parser for one streamed answer; see :mod:`conversations.providers.openai_stream`."""
         return OpenAIStreamParser(
             provider=self.preset.name,

@@ -19,7 +19,7 @@ fresh one), so the id shown is the id stored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from conversations.exceptions import (
@@ -32,7 +32,7 @@ from conversations.exceptions import (
 
 from .conversion import fresh_call_id
 
-__all__ = ["StreamCallIds", "stream_error"]
+__all__ = ["StreamCallIds", "record_index", "record_object", "record_text", "stream_error"]
 
 
 def stream_error(
@@ -74,3 +74,24 @@ class StreamCallIds:
         self._used.add(call_id)
         self.assigned.append(call_id)
         return call_id
+
+
+def record_object(value: Any, what: str) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else ``TypeError`` (a malformed record)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} is not an object")
+    return value
+
+
+def record_text(value: Any, what: str) -> str:
+    """``value`` when it is a string, else ``TypeError`` (a malformed record)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} is not a string")
+    return value
+
+
+def record_index(value: Any, what: str) -> int:
+    """``value`` when it is a non-negative integer, else ``ValueError`` (a malformed record)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} is not a non-negative integer")
+    return value

@@ -32,7 +32,7 @@ def test_status_choices_are_reachable_from_the_models():
     assert ToolCall.Status.PENDING == "pending"
     assert "cancelled" in ToolCall.Status.values
     assert Provider.Adapter.AZURE_OPENAI == "azure_openai"
-    assert len(Provider.Adapter.values) == 12
+    assert len(Provider.Adapter.values) == 13
 
 
 @pytest.fixture

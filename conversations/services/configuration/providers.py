@@ -25,6 +25,7 @@ from conversations.providers.demo import DemoProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import PRESETS, OpenAIProvider
+from conversations.providers.openai_responses import RESPONSES_PRESETS, OpenAIResponsesProvider
 from conversations.secrets import resolve
 
 __all__ = [
@@ -45,6 +46,7 @@ CHECK_MAX_TOKENS: Final = 16
 
 HTTP_ADAPTERS: dict[str, type[HTTPProvider]] = {
     **dict.fromkeys(PRESETS, OpenAIProvider),  # each preset name is an adapter name
+    "openai_responses": OpenAIResponsesProvider,
     "anthropic": AnthropicProvider,
     "gemini": GeminiProvider,
     "ollama": OllamaProvider,
@@ -99,7 +101,20 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
         api_version = (provider.options or {}).get("api_version")
         if adapter == "azure_openai" and api_version:
             settings["api_version"] = api_version
+    if adapter_class is OpenAIResponsesProvider:
+        # The service behind the Responses API (Azure: its v1 API), from the record's options.
+        settings["preset"] = _responses_preset(provider)
     return adapter_class(**settings)
+
+
+def _responses_preset(provider: Provider) -> str:
+    preset = (provider.options or {}).get("preset", "openai")
+    if preset not in RESPONSES_PRESETS:
+        raise ConfigurationError(
+            f'provider "{provider.slug}": option "preset" must be one of '
+            f"{', '.join(RESPONSES_PRESETS)}"
+        )
+    return str(preset)
 
 
 DEMO_STREAM_DELAY_VARIABLE: Final = "CONVERSATIONS_DEMO_STREAM_DELAY"
