@@ -10,6 +10,8 @@ from conversations.providers.base import CompletionOptions
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
+from conversations.providers.openai_responses import OpenAIResponsesProvider
+from tests.providers.responses_conformance import validate_responses_request
 from tests.providers.wire_anthropic import validate_anthropic_request
 from tests.providers.wire_gemini import validate_gemini_request
 from tests.providers.wire_ollama import validate_ollama_request
@@ -20,6 +22,11 @@ ADAPTERS = {
     "anthropic": (AnthropicProvider(api_key="k"), validate_anthropic_request, "claude-sonnet-4-5"),
     "gemini": (GeminiProvider(api_key="k"), validate_gemini_request, "gemini-2.5-flash"),
     "ollama": (OllamaProvider(), validate_ollama_request, "qwen3"),
+    "openai_responses": (
+        OpenAIResponsesProvider(api_key="k"),
+        validate_responses_request,
+        "gpt-5-mini",
+    ),
 }
 
 

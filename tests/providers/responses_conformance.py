@@ -18,9 +18,14 @@ from openai.types.responses.response_create_params import (
     ResponseCreateParamsNonStreaming,
     ResponseCreateParamsStreaming,
 )
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-__all__ = ["assert_valid_event", "assert_valid_request", "assert_valid_response"]
+__all__ = [
+    "assert_valid_event",
+    "assert_valid_request",
+    "assert_valid_response",
+    "validate_responses_request",
+]
 
 _NON_STREAMING = TypeAdapter(ResponseCreateParamsNonStreaming)
 _STREAMING = TypeAdapter(ResponseCreateParamsStreaming)
@@ -41,6 +46,15 @@ def assert_valid_request(body: Mapping[str, Any]) -> None:
     adapter = _STREAMING if body.get("stream") is True else _NON_STREAMING
     validated = _materialised(adapter.validate_python(body))
     assert validated == body, "keys or values the SDK's request types do not have"
+
+
+def validate_responses_request(body: Any) -> list[str]:
+    """The problems the SDK's request types find in ``body`` (empty: it fits), for the matrix."""
+    try:
+        assert_valid_request(body)
+    except (AssertionError, ValidationError) as exc:
+        return [str(exc)]
+    return []
 
 
 def _extras(model: Any, where: str) -> list[str]:

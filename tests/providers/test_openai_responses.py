@@ -56,6 +56,16 @@ TOOL_ROUND = response_body(
     usage=(40, 30, 8, 20),
 )
 
+# A calls reply (reasoning, two parallel calls, one without arguments) and a text reply.
+REFERENCE_CALLS = response_body(
+    [
+        reasoning_item("rs_ref", ["Weather and time."], "gAAAAref=="),
+        call_item("fc_w", "call_Wx1aB2cD3eF4gH5iJ6kL7mN8", "get_weather", '{"city":"Paris"}'),
+        call_item("fc_t", "call_Pq9rS8tU7vW6xY5zA4bC3dE2", "get_time", "{}"),
+    ]
+)
+REFERENCE_TEXT = response_body([message_item("msg_ref", "Paris: 18 °C, and it is 14:05.")])
+
 
 def provider(**kwargs: Any) -> OpenAIResponsesProvider:
     return OpenAIResponsesProvider(api_key=KEY, **kwargs)

@@ -3,9 +3,10 @@
 A conversation may start on one provider and continue on any other. For each
 source provider, its reference responses (a turn with two parallel calls, one
 without arguments, then a final text) are parsed into value objects and stored
-as a history; that history is then built into a request for each of the four
-adapters, and the validator written from that provider's HTTP 400 rules must
-find nothing wrong. A last case mixes turns from all four in one conversation.
+as a history; that history is then built into a request for each adapter, and
+the validator of that provider's wire (written from its HTTP 400 rules, or the
+official SDK's types for the Responses API) must find nothing wrong. A last
+case mixes turns from every source in one conversation.
 Results reporting a failure keep their flag where the target wire has one, and
 a tool whose name Gemini refuses (``2fa_verify``) travels to every target and
 comes back under its real name.
@@ -20,8 +21,15 @@ import pytest
 from conversations.domain import ChatMessage, ToolCall, ToolSpec
 from conversations.providers.base import CompletionOptions
 from conversations.providers.gemini import gemini_function_name
-from tests.providers import test_anthropic, test_gemini, test_ollama, test_openai
+from tests.providers import (
+    test_anthropic,
+    test_gemini,
+    test_ollama,
+    test_openai,
+    test_openai_responses,
+)
 from tests.providers.replay import ADAPTERS, assert_every_adapter_accepts
+from tests.providers.responses_server import call_item, response_body
 from tests.providers.test_openai import TOOLS
 
 SOURCES = {
@@ -29,6 +37,10 @@ SOURCES = {
     "anthropic": (test_anthropic.REFERENCE_B, test_anthropic.REFERENCE_C),
     "gemini": (test_gemini.REFERENCE_B, test_gemini.REFERENCE_C),
     "ollama": (test_ollama.REFERENCE_CALLS_RESPONSE, test_ollama.REFERENCE_TEXT_RESPONSE),
+    "openai_responses": (
+        test_openai_responses.REFERENCE_CALLS,
+        test_openai_responses.REFERENCE_TEXT,
+    ),
 }
 
 
@@ -62,15 +74,15 @@ def test_history_from_source_is_accepted_by_target(source: str, target: str) -> 
     assert validate(body) == [], (source, target, body)
 
 
-def test_one_conversation_mixing_all_four_sources_is_accepted_everywhere() -> None:
+def test_one_conversation_mixing_all_sources_is_accepted_everywhere() -> None:
     known: set[str] = set()
     history = [ChatMessage.system("You are a helpful assistant.")]
-    for source in ("anthropic", "gemini", "openai", "ollama"):
+    for source in ("anthropic", "openai_responses", "gemini", "openai", "ollama"):
         history.extend(turn_from(source, known))
     history.append(ChatMessage.user("Thanks!"))
     # Reference responses reuse ids across providers; parsing with known ids keeps them unique.
     all_ids = [c.id for m in history if m.tool_calls for c in m.tool_calls]
-    assert len(all_ids) == len(set(all_ids)) == 8
+    assert len(all_ids) == len(set(all_ids)) == 10
     assert_every_adapter_accepts(history, TOOLS)
 
 
@@ -100,6 +112,10 @@ def _error_flags(target: str, body: dict[str, Any]) -> list[Any]:
                 p["functionResponse"]["response"] for p in parts if "functionResponse" in p
             ]
             return [True if "error" in r else None for r in responses]
+        case "openai_responses":
+            outputs = [i for i in body["input"] if i.get("type") == "function_call_output"]
+            assert all(set(i) == {"type", "call_id", "output"} for i in outputs)
+            return [None for _ in outputs]
         case _:
             results = [m for m in body["messages"] if m["role"] == "tool"]
             assert all(set(m) <= {"role", "content", "tool_call_id", "tool_name"} for m in results)
@@ -190,4 +206,7 @@ CALL_REPLIES = {
         "done": True,
         "done_reason": "stop",
     },
+    "openai_responses": lambda name: response_body(
+        [call_item("fc_x", "call_x", name, '{"code": "654321"}')]
+    ),
 }

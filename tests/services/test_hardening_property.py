@@ -20,6 +20,7 @@ from conversations.providers.anthropic import AnthropicProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
+from conversations.providers.openai_responses import OpenAIResponsesProvider
 from conversations.services import run_tool_loop
 from conversations.tools import registry, tool
 
@@ -111,6 +112,20 @@ def ollama_body(text, model, reason, usage, found):
     }
 
 
+def responses_body(text, model, reason, usage, found):
+    output = [{"type": "message", "content": [{"type": "output_text", "text": text}]}]
+    output += [
+        {"type": "function_call", "call_id": call_id, "name": name, "arguments": json.dumps(args)}
+        for call_id, name, args in found
+    ]
+    return {
+        "model": model,
+        "status": reason,
+        "output": output,
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+    }
+
+
 ADAPTERS = {
     "openai": (lambda client: OpenAIProvider(api_key="k", http_client=client), openai_body),
     "anthropic": (
@@ -119,6 +134,10 @@ ADAPTERS = {
     ),
     "gemini": (lambda client: GeminiProvider(api_key="k", http_client=client), gemini_body),
     "ollama": (lambda client: OllamaProvider(http_client=client), ollama_body),
+    "openai_responses": (
+        lambda client: OpenAIResponsesProvider(api_key="k", http_client=client),
+        responses_body,
+    ),
 }
 
 
