@@ -10,36 +10,31 @@ Every call is recorded as an ``MCPCall``.
 
 from __future__ import annotations
 
+import json
 import logging
-import time
-import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.settings import api_settings
 
+from conversations.api.errors import error_body
+from conversations.api.throttling import MessageRateThrottle
 from conversations.conf import app_settings
-from conversations.domain.storable import MAX_NAME_LENGTH
-from conversations.domain.timing import milliseconds
-from conversations.models import MCPCall, Profile
+from conversations.models import Profile
 from conversations.selectors import available_tools
 from conversations.services.approvals import approval_levels
-from conversations.services.loop import (
-    INVALID_ARGUMENTS,
-    TOOL_ERROR,
-    TOOL_FAILED,
-    UNKNOWN_TOOL,
-    tool_error_text,
-)
-from conversations.tools import Tool, ToolContext, ToolError, execute, truncate_result
-from conversations.tools import validate_arguments as check_arguments
+from conversations.tools import Tool
 
 from . import SDK_MISSING_HINT, sdk_installed
+from .calls import call_safely
 
 __all__ = ["mcp_endpoint", "offered_tools"]
 
@@ -47,7 +42,7 @@ logger = logging.getLogger("conversations.mcp")
 
 
 def _error(status: int, code: str, detail: str) -> JsonResponse:
-    return JsonResponse({"code": code, "detail": detail}, status=status)
+    return JsonResponse(error_body(code, detail), status=status)
 
 
 def offered_tools() -> dict[str, Tool] | None:
@@ -64,43 +59,8 @@ def offered_tools() -> dict[str, Tool] | None:
     return {name: tool for name, tool in tools.items() if name not in held}
 
 
-def call_and_record(
-    *, user: Any, tools: Mapping[str, Tool], name: str, arguments: dict[str, Any]
-) -> tuple[str, bool]:
-    """Run one call for ``user`` and record it; the text the client gets and whether it failed."""
-    started = time.monotonic()
-    status, error = MCPCall.Status.SUCCEEDED, ""
-    tool = tools.get(name)
-    if tool is None:
-        status, text = MCPCall.Status.REJECTED, tool_error_text(UNKNOWN_TOOL, name)
-    elif violations := check_arguments(tool, arguments):
-        status = MCPCall.Status.REJECTED
-        text = tool_error_text(INVALID_ARGUMENTS, name, violations="; ".join(violations))
-    else:
-        try:
-            text = execute(tool, arguments, ToolContext())
-        except ToolError as exc:
-            status, error = MCPCall.Status.FAILED, traceback.format_exc()
-            text = tool_error_text(TOOL_ERROR, name, message=exc.message)
-        except Exception:
-            logger.exception("tool %s failed (called over MCP by user %s)", name, user.pk)
-            status, error = MCPCall.Status.FAILED, traceback.format_exc()
-            text = tool_error_text(TOOL_FAILED, name)
-    text = truncate_result(text, app_settings().TOOL_RESULT_MAX_BYTES)
-    MCPCall.objects.create(
-        user=user,
-        tool=name[:MAX_NAME_LENGTH],
-        arguments=arguments,
-        status=status,
-        error=error,
-        duration_ms=milliseconds(time.monotonic() - started),
-        result_bytes=len(text.encode("utf-8")),
-    )
-    return text, status != MCPCall.Status.SUCCEEDED
-
-
 async def _serve(
-    request: HttpRequest, user: AbstractBaseUser, tools: Mapping[str, Tool]
+    request: HttpRequest, body: bytes, user: AbstractBaseUser, tools: Mapping[str, Tool]
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     from mcp import types
     from mcp.server import Server
@@ -115,7 +75,7 @@ async def _serve(
         )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        text, failed = await sync_to_async(call_and_record)(
+        text, failed = await call_safely(
             user=user, tools=tools, name=params.name, arguments=dict(params.arguments or {})
         )
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=failed)
@@ -141,7 +101,6 @@ async def _serve(
         "client": (request.META.get("REMOTE_ADDR", ""), 0),
         "server": (request.get_host(), 0),
     }
-    body = request.body
     sent = False
     status = 500
     headers: list[tuple[bytes, bytes]] = []
@@ -167,6 +126,35 @@ async def _serve(
     return status, headers, b"".join(chunks)
 
 
+def _calls_a_tool(body: bytes) -> bool:
+    """Whether the JSON-RPC message (or batch) in ``body`` calls a tool; the SDK judges the rest."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    messages = message if isinstance(message, list) else [message]
+    return any(isinstance(m, dict) and m.get("method") == "tools/call" for m in messages)
+
+
+def _throttled(request: HttpRequest, user: Any, body: bytes) -> float | None:
+    """``None`` when the API's throttles let the request in, else the seconds to wait (0: unknown).
+
+    The API's default throttles apply to every request; a tool call also
+    counts against ``MESSAGE_THROTTLE_RATE``, as a posted message does: both
+    start work on the server.
+    """
+    classes: list[Any] = list(api_settings.DEFAULT_THROTTLE_CLASSES)
+    throttles: list[Any] = [throttle() for throttle in classes]
+    if _calls_a_tool(body):
+        throttles.append(MessageRateThrottle())
+    # DRF's throttles read ``request.user``; this plain view authenticated it itself.
+    request.user = user
+    waits = [t.wait() for t in throttles if not t.allow_request(request, None)]
+    if not waits:
+        return None
+    return max((w for w in waits if w is not None), default=0.0)
+
+
 @csrf_exempt
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     """The MCP endpoint: token-authenticated, serving the configured profile's tools."""
@@ -185,7 +173,22 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     tools = offered_tools()
     if tools is None:
         return _error(404, "mcp_not_configured", "No profile is served over MCP.")
-    status, headers, body = async_to_sync(_serve)(request, authenticated[0], tools)
+    try:
+        # Django refuses a body past DATA_UPLOAD_MAX_MEMORY_SIZE when it is first read.
+        received = request.body
+    except RequestDataTooBig:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return _error(
+            413, "content_too_large", f"The request body is larger than the {limit} bytes accepted."
+        )
+    user = authenticated[0]
+    wait = _throttled(request, user, received)
+    if wait is not None:
+        refused = _error(429, "throttled", "Request was throttled.")
+        if wait:
+            refused["Retry-After"] = str(int(wait))
+        return refused
+    status, headers, body = async_to_sync(_serve)(request, received, user, tools)
     response = HttpResponse(body, status=status)
     for key, value in headers:
         name = key.decode("latin-1")

@@ -28,3 +28,5 @@ class ToolContext:
     """The run executing the tool."""
     call_id: str | None = None
     """The provider's id of the call being answered (the tool message's ``tool_call_id``)."""
+    user_id: Identifier | None = None
+    """The user the tool acts for: the caller of a call made over MCP (``/mcp/``)."""

@@ -11,8 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
 
 from conversations.models import MCPServer, MCPTransport
+from conversations.tools import ToolError, registry, tool
 from tests.processes import free_port
 
 SERVER_SCRIPT = str(Path(__file__).with_name("demo_server.py"))
@@ -78,3 +81,47 @@ def http_server(db, http_server_url) -> MCPServer:
         transport=MCPTransport.STREAMABLE_HTTP,
         url=http_server_url(),
     )
+
+
+@pytest.fixture
+def served(settings, profile):
+    """Three tools, one needing approval; the profile served over MCP allows them all."""
+    with registry.isolated(empty=True) as r:
+
+        @tool(registry=r)
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return a + b
+
+        @tool(registry=r)
+        def divide(a: int, b: int) -> float:
+            """Divide a by b."""
+            if b == 0:
+                raise ToolError("division by zero")
+            return a / b
+
+        @tool(registry=r)
+        def crash() -> str:
+            """Fails with a secret in its exception."""
+            raise RuntimeError("SECRET-42 in the message")
+
+        @tool(registry=r, requires_approval=True)
+        def send_mail(to: str) -> str:
+            """Needs a human's approval."""
+            return "sent"
+
+        settings.CONVERSATIONS = {"MCP_SERVER_PROFILE": profile.slug}
+        yield r
+
+
+@pytest.fixture
+def token(user):
+    """An API token of ``user``."""
+    return Token.objects.create(user=user).key
+
+
+@pytest.fixture
+def url(live_server, settings):
+    """The ``/mcp/`` endpoint of the live server (the test URLconf mounts it)."""
+    settings.ROOT_URLCONF = "tests.mcp.urls"
+    return live_server.url + reverse("conversations_mcp:endpoint")

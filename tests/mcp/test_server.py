@@ -8,10 +8,8 @@ import pytest
 from django.urls import reverse
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from rest_framework.authtoken.models import Token
 
 from conversations.models import MCPCall, Profile, ToolSetting
-from conversations.tools import ToolError, registry, tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,42 +17,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _urls(settings):
     settings.ROOT_URLCONF = "tests.mcp.urls"
-
-
-@pytest.fixture
-def served(settings, profile):
-    """Three tools, one needing approval; the profile served over MCP allows them all."""
-    with registry.isolated(empty=True) as r:
-
-        @tool(registry=r)
-        def add(a: int, b: int) -> int:
-            """Add two integers."""
-            return a + b
-
-        @tool(registry=r)
-        def divide(a: int, b: int) -> float:
-            """Divide a by b."""
-            if b == 0:
-                raise ToolError("division by zero")
-            return a / b
-
-        @tool(registry=r)
-        def crash() -> str:
-            """Fails with a secret in its exception."""
-            raise RuntimeError("SECRET-42 in the message")
-
-        @tool(registry=r, requires_approval=True)
-        def send_mail(to: str) -> str:
-            """Needs a human's approval."""
-            return "sent"
-
-        settings.CONVERSATIONS = {"MCP_SERVER_PROFILE": profile.slug}
-        yield r
-
-
-@pytest.fixture
-def token(user):
-    return Token.objects.create(user=user).key
 
 
 def session(url, token=None):
@@ -70,11 +32,6 @@ def mcp(url, token, work):
             return await work(client)
 
     return anyio.run(main)
-
-
-@pytest.fixture
-def url(live_server):
-    return live_server.url + reverse("conversations_mcp:endpoint")
 
 
 def test_the_sdk_client_lists_the_tools_not_needing_approval(served, url, token):
