@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # shared parts (base view, errors, fields, serializers ...) come first,
     # then the event stream, the resources that answer with it, and the AI
     # SDK protocol that builds on both.
-    ("api", "admin", "web", "management", "tasks", "checks", "apps", "mcp.server"),
+    ("api", "admin", "web", "management", "tasks", "checks", "apps", "mcp.server", "mcp.calls"),
     ("api.sse",),
     ("api.resources",),
     ("api.ai_sdk",),

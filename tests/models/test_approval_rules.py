@@ -1,8 +1,9 @@
 """The approval rules, broken through raw SQL: the database must refuse each (both vendors).
 
 A call whose approval is pending or rejected cannot become ``running`` or
-``succeeded``; a decided approval never changes. Each failing statement runs
-in its own savepoint so the test's transaction stays usable.
+``succeeded``; a decided approval never changes (but for its reason, cleared by
+redaction). Each failing statement runs in its own savepoint so the test's
+transaction stays usable.
 """
 
 from __future__ import annotations
@@ -145,3 +146,18 @@ def test_a_decided_approval_keeps_its_decider_unless_the_user_is_deleted(
     reviewer.delete()  # on_delete SET_NULL: the decision stays
     approval = ToolApproval.objects.get(pk=pk)
     assert (approval.decision, approval.decided_by_id) == ("approved", None)
+
+
+def test_a_rejection_reason_may_be_cleared_for_redaction_and_changed_no_other_way(held_call, run):
+    pk = insert_approval(
+        held_call, run, decision="rejected", decided_at=timezone.now(), reason="Too risky"
+    )
+    with refused("conversations_toolapproval_decision_final"):
+        sql.update(ToolApproval, pk, reason="[redacted] and more")
+    with refused("conversations_toolapproval_decision_final"):
+        sql.update(ToolApproval, pk, reason="", decision="approved")
+    sql.update(ToolApproval, pk, reason="")
+    approval = ToolApproval.objects.get(pk=pk)
+    assert (approval.decision, approval.reason) == ("rejected", "")
+    with refused("conversations_toolapproval_decision_final"):
+        sql.update(ToolApproval, pk, reason="Put back")

@@ -277,7 +277,8 @@ EXECUTE FUNCTION conversations_toolcall_approval_required();""",
     ),
 )
 
-# Only the decider of a decided approval may change: to NULL, when that user is deleted.
+# Only two things of a decided approval may change: the decider, to NULL when that user
+# is deleted, and the reason, to empty when the conversation is redacted.
 TOOLAPPROVAL_DECISION_FINAL = Rule(
     "conversations_toolapproval_decision_final",
     "conversations_toolapproval",
@@ -286,7 +287,7 @@ TOOLAPPROVAL_DECISION_FINAL = Rule(
             "conversations_toolapproval_decision_final",
             """
     IF OLD.decision <> '' AND (NEW.decision IS DISTINCT FROM OLD.decision
-        OR NEW.reason IS DISTINCT FROM OLD.reason
+        OR (NEW.reason IS DISTINCT FROM OLD.reason AND NEW.reason <> '')
         OR NEW.decided_at IS DISTINCT FROM OLD.decided_at
         OR NEW.arguments_digest IS DISTINCT FROM OLD.arguments_digest
         OR NEW.level IS DISTINCT FROM OLD.level

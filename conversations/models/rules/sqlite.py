@@ -133,13 +133,14 @@ TOOLCALL_APPROVAL_REQUIRED = _refusal(
     "a call needing approval runs only once approved",
 )
 
-# Only the decider of a decided approval may change: to NULL, when that user is deleted.
+# Only two things of a decided approval may change: the decider, to NULL when that user
+# is deleted, and the reason, to empty when the conversation is redacted.
 TOOLAPPROVAL_DECISION_FINAL = _refusal(
     "conversations_toolapproval_decision_final",
     "BEFORE UPDATE",
     "conversations_toolapproval",
     """OLD.decision <> '' AND (NEW.decision IS NOT OLD.decision
-         OR NEW.reason IS NOT OLD.reason
+         OR (NEW.reason IS NOT OLD.reason AND NEW.reason <> '')
          OR NEW.decided_at IS NOT OLD.decided_at
          OR NEW.arguments_digest IS NOT OLD.arguments_digest
          OR NEW.level IS NOT OLD.level

@@ -4,10 +4,16 @@ Two modes. ``delete`` removes whole conversations (always allowed: a
 conversation goes with all its messages, calls and runs). ``redact`` keeps
 the shape and the accounting: message contents, tool arguments and results
 become ``CONVERSATIONS["REDACTION_MARKER"]``, titles, metadata, provider
-metadata, tool errors and run texts are emptied, and roles, positions, call
-ids, statuses, runs, usage and costs stay. Only columns no rule reads are
-changed, so every database rule still holds and the history is still one
-every provider accepts.
+metadata, tool errors, run texts and reviewers' reasons are emptied, and
+roles, positions, call ids, statuses, decisions, runs, usage and costs stay.
+Only columns no rule reads are changed (a decided approval's reason may
+become empty and nothing else), so every database rule still holds and the
+history is still one every provider accepts.
+
+Erasing a user also reaches their calls over MCP (``MCPCall``, the audit of
+``/mcp/``): deleted, or redacted like a conversation (arguments become the
+marker, errors are emptied, and a tool name the app does not have, which the
+caller typed, becomes the marker; status, duration and size stay).
 
 A conversation with a running run (executing, or waiting for a worker) is
 never touched: it is skipped and reported, and the next purge takes it.
@@ -16,7 +22,7 @@ never touched: it is skipped and reported, and the next purge takes it.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -27,7 +33,16 @@ from django.utils import timezone
 
 from conversations.conf import app_settings
 from conversations.exceptions import ConversationBusy, InvalidArgumentError
-from conversations.models import Conversation, Message, Profile, Run, ToolCall
+from conversations.models import (
+    Conversation,
+    MCPCall,
+    Message,
+    Profile,
+    Run,
+    ToolApproval,
+    ToolCall,
+)
+from conversations.tools import registry
 
 from .conversations import delete_conversation
 
@@ -55,6 +70,8 @@ class RetentionReport:
     """The conversations deleted or redacted (or that would be)."""
     skipped: tuple[uuid.UUID, ...]
     """The conversations left alone because a run is running on them."""
+    mcp_calls: int = 0
+    """The user's calls over MCP deleted or redacted (or that would be); 0 for a purge."""
 
 
 def _check_mode(mode: str) -> None:
@@ -104,7 +121,20 @@ def erase_user(*, user: Any, mode: str = "delete", dry_run: bool = False) -> Ret
     """Delete or redact everything ``user`` owns (their conversations and all in them)."""
     _check_mode(mode)
     owned = Conversation.objects.filter(owner=user).order_by("created_at", "pk")
-    return _apply(owned, mode=mode, dry_run=dry_run)
+    report = _apply(owned, mode=mode, dry_run=dry_run)
+    calls = MCPCall.objects.filter(user=user)
+    count = calls.count() if dry_run else _erase_mcp_calls(calls, mode=mode)
+    return replace(report, mcp_calls=count)
+
+
+def _erase_mcp_calls(calls: QuerySet[MCPCall], *, mode: str) -> int:
+    if mode == "delete":
+        return calls.delete()[1].get(MCPCall._meta.label, 0)
+    marker = app_settings().REDACTION_MARKER
+    with transaction.atomic():
+        count = calls.update(arguments={"redacted": marker}, error="")
+        calls.exclude(tool__in=list(registry.names())).update(tool=marker[:200])
+    return count
 
 
 def _apply(conversations: QuerySet[Conversation], *, mode: str, dry_run: bool) -> RetentionReport:
@@ -157,6 +187,10 @@ def redact_conversation(*, conversation: Conversation) -> None:
         calls.exclude(arguments={}).update(arguments={"redacted": marker})
         calls.filter(raw_arguments__isnull=False).update(raw_arguments=marker)
         calls.exclude(error="").update(error="")
+        # The reviewer's words quote or describe the call; the decision stays.
+        ToolApproval.objects.filter(tool_call__conversation=conversation).exclude(reason="").update(
+            reason=""
+        )
         Run.objects.filter(conversation=conversation).update(error_message="", final_content="")
         Conversation.objects.filter(pk=conversation.pk).update(
             title="", metadata={}, updated_at=timezone.now()
