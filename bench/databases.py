@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlparse, urlunparse
 
@@ -41,6 +41,32 @@ def each_database(script: str, passed_on: list[str]) -> int:
         child = [sys.executable, script, "--database", database, *passed_on]
         if subprocess.run(child, check=False).returncode:
             print(f"[{database}: no figures, see the error above]\n", flush=True)
+    return 0
+
+
+def run_bench(
+    script: str,
+    args: argparse.Namespace,
+    passed_on: list[str],
+    *,
+    label: str,
+    work: Callable[[str], None],
+) -> int:
+    """``work(where)`` on the database ``args`` name, or once per database in its own process.
+
+    The exit code: 0 with figures (whatever they are), 1 when the database
+    could not be prepared (said on stderr).
+    """
+    if args.database == "both":
+        if args.postgres_url:
+            passed_on = [*passed_on, "--postgres-url", args.postgres_url]
+        return each_database(script, passed_on)
+    try:
+        with fresh_database(args.database, args.postgres_url, label=label) as where:
+            work(where)
+    except Exception as exc:  # a database that cannot be prepared: say so, and no figures
+        print(f"== {args.database}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -4,9 +4,10 @@ Each line holds what ``POST /conversations/import/`` accepts (``title``,
 ``profile``, ``metadata``, ``messages`` in the OpenAI wire shape, ``is_error``
 on failed tool results) plus what it ignores but a person is owed: ids,
 times, where a branch forked, each call's status and the runs with their
-usage. Conversations are read in chunks of a fixed size (four queries per
-chunk), so the export's memory does not grow with the number of
-conversations.
+usage. Four queries read the conversations, messages, calls and runs as
+streams (rows fetched a chunk at a time; a server-side cursor on PostgreSQL)
+in the same order, walked side by side: the export holds one conversation
+at a time, so its memory does not grow with the number of conversations.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from django.db.models import F, QuerySet
 
 from conversations.domain import USAGE_FIELDS
 from conversations.models import Conversation, Message, Run, ToolCall
@@ -25,7 +28,9 @@ from .history import message_to_domain
 __all__ = ["conversation_lines"]
 
 EXPORT_CHUNK_SIZE = 200
-"""Conversations read per round of queries."""
+"""Rows fetched at a time from each of the export's four queries."""
+
+_Row = TypeVar("_Row", Message, ToolCall, Run)
 
 
 def _time(value: datetime | None) -> str | None:
@@ -33,42 +38,77 @@ def _time(value: datetime | None) -> str | None:
 
 
 def conversation_lines(*, user: Any, chunk_size: int = EXPORT_CHUNK_SIZE) -> Iterator[str]:
-    """Every conversation of ``user`` as one JSON line (``\\n``-terminated), oldest first."""
-    owned = (
+    """Every conversation of ``user`` as one JSON line (``\\n``-terminated), oldest first.
+
+    Four queries in all, whatever the number of conversations: the
+    conversations, their messages, calls and runs, each read as a stream in
+    the conversations' order (``chunk_size`` rows at a time) and walked side
+    by side, so only one conversation's rows are held at once.
+    """
+    order = ("conversation__created_at", "conversation_id")
+    conversations = (
         Conversation.objects.filter(owner=user)
         .select_related("profile")
         .order_by("created_at", "pk")
+        .iterator(chunk_size=chunk_size)
     )
-    last: tuple[datetime, Any] | None = None
-    while True:
-        page = owned
-        if last is not None:
-            page = page.filter(created_at__gte=last[0]).exclude(created_at=last[0], pk__lte=last[1])
-        chunk = list(page[:chunk_size])
-        if not chunk:
-            return
-        yield from _lines(chunk)
-        last = (chunk[-1].created_at, chunk[-1].pk)
-
-
-def _lines(chunk: list[Conversation]) -> Iterator[str]:
-    ids = [c.pk for c in chunk]
-    messages: dict[Any, list[Message]] = defaultdict(list)
-    for message in (
-        Message.objects.filter(conversation__in=ids)
+    messages = _Stream(
+        Message.objects.filter(conversation__owner=user)
         .select_related("tool_call")
-        .order_by("conversation_id", "position")
-    ):
-        messages[message.conversation_id].append(message)
-    calls: dict[int, list[ToolCall]] = defaultdict(list)
-    for call in ToolCall.objects.filter(conversation__in=ids).order_by("message_id", "index"):
-        calls[call.message_id].append(call)
-    runs: dict[Any, list[Run]] = defaultdict(list)
-    for run in Run.objects.filter(conversation__in=ids).order_by("started_at", "pk"):
-        runs[run.conversation_id].append(run)
-    for conversation in chunk:
-        line = _conversation(conversation, messages[conversation.pk], calls, runs[conversation.pk])
+        .annotate(conversation_created_at=F("conversation__created_at"))
+        .order_by(*order, "position"),
+        chunk_size,
+    )
+    calls = _Stream(
+        ToolCall.objects.filter(conversation__owner=user)
+        .annotate(conversation_created_at=F("conversation__created_at"))
+        .order_by(*order, "message_id", "index"),
+        chunk_size,
+    )
+    runs = _Stream(
+        Run.objects.filter(conversation__owner=user)
+        .annotate(conversation_created_at=F("conversation__created_at"))
+        .order_by(*order, "started_at", "pk"),
+        chunk_size,
+    )
+    for conversation in conversations:
+        key = (conversation.created_at, conversation.pk)
+        by_message: dict[int, list[ToolCall]] = defaultdict(list)
+        for call in calls.take(key):
+            by_message[call.message_id].append(call)
+        line = _conversation(conversation, messages.take(key), by_message, runs.take(key))
         yield json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+class _Stream(Generic[_Row]):
+    """Rows ordered by their conversation's ``(created_at, pk)``, handed out one conversation at a time."""
+
+    def __init__(self, rows: QuerySet[_Row], chunk_size: int) -> None:
+        self.rows: Iterator[_Row] = rows.iterator(chunk_size=chunk_size)
+        self.next: _Row | None = None
+        self.started = False
+
+    def _peek(self) -> _Row | None:
+        if not self.started:
+            self.next, self.started = next(self.rows, None), True
+        return self.next
+
+    def take(self, key: tuple[datetime, Any]) -> list[_Row]:
+        """The rows of the conversation ``key``, skipping those of conversations before it.
+
+        Rows of a conversation the first query did not see (created or deleted
+        while the export runs) are skipped, never given to another one.
+        """
+        taken: list[_Row] = []
+        while (row := self._peek()) is not None:
+            at: Any = row.conversation_created_at  # type: ignore[attr-defined]
+            row_key = (at, row.conversation_id)
+            if row_key > key:
+                break
+            if row_key == key:
+                taken.append(row)
+            self.next = next(self.rows, None)
+        return taken
 
 
 def _conversation(

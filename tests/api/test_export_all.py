@@ -100,12 +100,28 @@ def test_the_export_needs_a_login(anonymous):
     assert anonymous.get(EXPORT).status_code in (401, 403)
 
 
-def test_conversations_are_read_in_chunks_of_constant_queries(
+def test_the_export_runs_four_queries_whatever_the_number_of_conversations(
     user, profile, django_assert_num_queries
 ):
     for index in range(5):
         scripted_turn(Conversation.objects.create(owner=user, title=f"c{index}", profile=profile))
-    # Chunks of two: three chunks of four queries, and the empty read that ends it.
-    with django_assert_num_queries(3 * 4 + 1):
+    # Conversations, messages, calls and runs: each one stream, read two rows at a time.
+    with django_assert_num_queries(4):
         lines = list(conversation_lines(user=user, chunk_size=2))
     assert [json.loads(line)["title"] for line in lines] == [f"c{i}" for i in range(5)]
+
+
+def test_streamed_rows_go_to_their_own_conversation_when_creation_times_tie(user, profile):
+    conversations = [
+        Conversation.objects.create(owner=user, title=f"c{index}", profile=profile)
+        for index in range(4)
+    ]
+    for conversation in conversations:
+        scripted_turn(conversation, content=f"About {conversation.title}?")
+    Conversation.objects.filter(owner=user).update(created_at=conversations[0].created_at)
+    lines = [json.loads(line) for line in conversation_lines(user=user, chunk_size=3)]
+    assert sorted(line["title"] for line in lines) == ["c0", "c1", "c2", "c3"]
+    for line in lines:
+        assert line["messages"][0]["content"] == f"About {line['title']}?"
+        assert len(line["messages"]) == 5 and len(line["tool_calls"]) == 2
+        assert len(line["runs"]) == 1
