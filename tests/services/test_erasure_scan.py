@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -138,3 +141,14 @@ def test_redaction_keeps_the_mcp_audit_shape_but_not_its_text(user, profile):
     assert call.arguments == {"redacted": "[redacted]"}
     approval = ToolApproval.objects.get()
     assert (approval.decision, approval.reason) == ("rejected", "")
+
+
+@pytest.mark.parametrize(("mode", "verb"), [("delete", "deleted"), ("redact", "redacted")])
+def test_the_command_reports_the_mcp_calls_it_would_erase_and_changes_nothing(
+    mode, verb, user, profile
+):
+    _plant(user, profile)
+    out = StringIO()
+    call_command("erase_user", user.username, "--mode", mode, "--dry-run", stdout=out)
+    assert "1 MCP call(s) would be " + verb in out.getvalue()
+    assert MCPCall.objects.get(user=user).error == MARK

@@ -13,7 +13,8 @@ from .purge_conversations import add_retention_options, write_report
 class Command(BaseCommand):
     help = (
         "Delete (or redact) every conversation of a user, with all its messages, calls and "
-        "runs. Conversations with a running run are skipped and reported: run it again."
+        "runs, and the user's calls over MCP. Conversations with a running run are skipped "
+        "and reported: run it again."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -33,4 +34,8 @@ class Command(BaseCommand):
             user = users.get_by_natural_key(username)
         except users.model.DoesNotExist:
             raise CommandError(f"no user with username {username!r}") from None
-        write_report(self, erase_user(user=user, mode=mode, dry_run=dry_run))
+        report = erase_user(user=user, mode=mode, dry_run=dry_run)
+        write_report(self, report)
+        verb = {"delete": "deleted", "redact": "redacted"}[mode]
+        prefix = "would be " if dry_run else ""
+        self.stdout.write(f"{report.mcp_calls} MCP call(s) {prefix}{verb}")
