@@ -77,7 +77,7 @@ def _previous(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("conversations", "0017_rules_from_one_place"),
+        ("conversations", "0018_responses_adapter"),
     ]
 
     operations = [
