@@ -44,6 +44,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     for name, integer, check_id in (
         ("TOOL_CONCURRENCY", True, "conversations.E001"),
         ("TOOL_TIMEOUT_SECONDS", False, "conversations.E012"),
+        ("SEARCH_MAX_WORDS", True, "conversations.E001"),
+        ("SEARCH_MAX_CANDIDATES", True, "conversations.E001"),
+        ("SEARCH_TIMEOUT_SECONDS", False, "conversations.E012"),
     ):
         try:
             positive_setting(name, integer=integer)

@@ -78,6 +78,12 @@ class ConversationsSettings:
 
     Read when the search trigger is installed and by every query; after a
     change run ``manage.py rebuild_search_index``."""
+    SEARCH_MAX_WORDS: int = 8
+    """Most words a search query may have; the API answers more with a 400 naming ``q``."""
+    SEARCH_MAX_CANDIDATES: int = 1_000
+    """Only the newest this many matching messages are ranked (and paged through)."""
+    SEARCH_TIMEOUT_SECONDS: float = 5.0
+    """A search query still running after this long is cancelled: 503 ``search_timeout``."""
     REDACTION_MARKER: str = "[redacted]"
     """What redaction writes in place of contents, tool arguments and results."""
     MAX_STREAMS_PER_USER: int = 10

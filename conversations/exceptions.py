@@ -16,6 +16,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── RunAlreadyClaimed                   another process already executes the run
     ├── WouldSplitToolCall                  a fork cut would leave a call without its result
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
+    ├── SearchTimeout                       a search ran past its time bound (``SEARCH_TIMEOUT_SECONDS``)
     ├── BudgetExceeded                      a blocking budget is used up (``budget``, ``resets_at``)
     ├── MCPServerError                      an MCP server could not be reached or answered garbage
     └── ProviderError                       talking to a model provider failed
@@ -58,6 +59,7 @@ __all__ = [
     "RunCancelled",
     "RunFencedOut",
     "RunNotRunning",
+    "SearchTimeout",
     "WouldSplitToolCall",
 ]
 
@@ -166,6 +168,12 @@ class ExecutorUnavailable(ConversationsError):
     """The run could not be handed to the task queue (the ``celery`` executor)."""
 
     code = "executor_unavailable"
+
+
+class SearchTimeout(ConversationsError):
+    """A search query ran past ``CONVERSATIONS["SEARCH_TIMEOUT_SECONDS"]`` and was cancelled."""
+
+    code = "search_timeout"
 
 
 class BudgetExceeded(ConversationsError):

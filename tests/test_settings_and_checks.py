@@ -55,6 +55,9 @@ def test_a_clean_configuration_has_no_messages():
         ({"TOOL_TIMEOUT_SECONDS": True}, ["conversations.E012"]),
         ({"TOOL_TIMEOUT_SECONDS": "60"}, ["conversations.E012"]),
         ({"TOOL_TIMEOUT_SECONDS": float("inf")}, ["conversations.E012"]),
+        ({"SEARCH_MAX_WORDS": 0}, ["conversations.E001"]),
+        ({"SEARCH_MAX_CANDIDATES": "1000"}, ["conversations.E001"]),
+        ({"SEARCH_TIMEOUT_SECONDS": 0}, ["conversations.E012"]),
     ],
 )
 def test_misconfiguration_is_reported_with_a_stable_id(conf, expected):

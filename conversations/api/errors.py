@@ -53,6 +53,7 @@ from conversations.exceptions import (
     RunAlreadyClaimed,
     RunCancelled,
     RunNotRunning,
+    SearchTimeout,
     WouldSplitToolCall,
 )
 
@@ -86,6 +87,8 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     # profile): not the client's fault, and not a bug (500) either.
     (ConfigurationError, status.HTTP_503_SERVICE_UNAVAILABLE),
     (ExecutorUnavailable, status.HTTP_503_SERVICE_UNAVAILABLE),
+    # Too costly for now, not malformed: the same words may pass on a quieter database.
+    (SearchTimeout, status.HTTP_503_SERVICE_UNAVAILABLE),
     # Order matters: the first matching class wins (ProviderTimeout is a
     # ProviderConnectionError, both are ProviderErrors).
     (ProviderTimeout, status.HTTP_504_GATEWAY_TIMEOUT),

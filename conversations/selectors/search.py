@@ -2,16 +2,22 @@
 
 The index is kept by the database (``conversations.services.transcript.search_index``):
 a GIN-indexed ``tsvector`` on PostgreSQL, an FTS5 table on SQLite. A query is
-its words, all required (``plainto_tsquery`` on PostgreSQL, quoted FTS5
-terms on SQLite, so no operator syntax leaks through). Rank is higher for a
-better match on both. Snippets mark matches with two private-use characters
-that :func:`highlight` turns into ``<mark>`` after escaping the text, so a
-message's own markup is never rendered.
+its words, all required, each matching as a word prefix ("Leip" finds
+"Leipzig"): quoted ``'word':*`` lexemes for ``to_tsquery`` on PostgreSQL,
+quoted ``"word"*`` FTS5 terms on SQLite, so no operator syntax leaks through.
+Only the newest matches are ranked, and a query has a word cap
+(``conversations.selectors.search_bounds``). Rank is higher for a better
+match on both. Snippets mark matches with two private-use characters that
+:func:`highlight` turns into ``<mark>`` after escaping the text, so a
+message's own markup is never rendered; those characters stored in a message
+are dropped from its snippet, so they never become marks.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
@@ -25,6 +31,8 @@ from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError
 from conversations.models import Conversation, Message, ToolCall
 
+from .search_bounds import max_candidates, max_words, run_bounded
+
 __all__ = [
     "SearchFilters",
     "highlight",
@@ -33,6 +41,7 @@ __all__ = [
     "query_words",
     "search_config",
     "search_messages",
+    "search_page",
 ]
 
 START: Final = "\ue000"
@@ -92,17 +101,40 @@ def search_messages(
     """Messages matching every word of ``query``, best first, annotated ``rank`` and ``snippet``.
 
     ``user`` limits the search to their conversations (``None``: everyone's).
-    No words in ``query`` match nothing.
+    No words in ``query`` match nothing; words past ``SEARCH_MAX_WORDS`` are
+    ignored. Only the newest ``SEARCH_MAX_CANDIDATES`` matches are ranked, so
+    the cost of ranking does not grow with the history.
     """
     messages = Message.objects.all()
     if user is not None:
         messages = messages.filter(conversation__owner=user)
-    messages = _matched(_filtered(messages, filters or SearchFilters()), query)
+    found = _matched(_filtered(messages, filters or SearchFilters()), query)
+    # The newest matches by id (indexed), then rank only those: ranking and snippets
+    # cost per row, and every row of a common word would otherwise be ranked.
+    newest = found.order_by("-pk").values("pk")[: max_candidates()]
+    candidates = Message.objects.filter(pk__in=newest)
     if connection.vendor == "postgresql":
-        messages = _postgres_rank(messages, " ".join(query_words(query)))
+        candidates = _postgres_rank(candidates, _tsquery(query))
     else:
-        messages = _sqlite_rank(messages, _fts_query(query))
-    return messages.select_related("conversation")
+        candidates = _sqlite_rank(candidates, _fts_query(query))
+    return candidates.select_related("conversation")
+
+
+def search_page(
+    *,
+    query: str,
+    user: Any | None,
+    filters: SearchFilters | None = None,
+    offset: int = 0,
+    limit: int = 20,
+) -> list[Message]:
+    """The rows ``offset`` to ``offset + limit`` of :func:`search_messages`, fetched in time.
+
+    Raises :class:`~conversations.exceptions.SearchTimeout` when the query ran
+    past ``SEARCH_TIMEOUT_SECONDS`` (the database cancelled it).
+    """
+    found = search_messages(query=query, user=user, filters=filters)
+    return run_bounded(lambda: list(found[offset : offset + limit]))
 
 
 def matching_messages(*, messages: QuerySet[Message], query: str) -> QuerySet[Message]:
@@ -118,21 +150,32 @@ def matching_conversations(
     return conversations.filter(pk__in=found)
 
 
+def _words(query: str) -> Sequence[str]:
+    return query_words(query)[: max_words()]
+
+
 def _fts_query(query: str) -> str:
-    # Each word quoted: FTS5 then reads no operator (AND, NEAR, *, ...) from the user.
-    return " ".join(f'"{word}"' for word in query_words(query))
+    # Each word a quoted string then `*` (a prefix): FTS5 reads no operator (AND, NEAR,
+    # column filters, ...) from the user. \w+ words hold no quote; doubled all the same.
+    return " ".join('"{}"*'.format(word.replace('"', '""')) for word in _words(query))
+
+
+def _tsquery(query: str) -> str:
+    # Each word a quoted lexeme with :* (a prefix), joined by &: to_tsquery reads no
+    # operator (|, !, <->, parentheses, weights) from the user.
+    quoted = (word.replace("\\", "\\\\").replace("'", "''") for word in _words(query))
+    return " & ".join(f"'{word}':*" for word in quoted)
 
 
 def _matched(messages: QuerySet[Message], query: str) -> QuerySet[Message]:
     """Only the messages holding every word (no table names: safe inside a subquery)."""
-    words = query_words(query)
-    if not words:
+    if not _words(query):
         return messages.none()
     if connection.vendor == "postgresql":
         return messages.filter(
             RawSQL(
-                "search_vector @@ plainto_tsquery(%s::regconfig, %s)",
-                (search_config(), " ".join(words)),
+                "search_vector @@ to_tsquery(%s::regconfig, %s)",
+                (search_config(), _tsquery(query)),
                 output_field=BooleanField(),
             )
         )
@@ -166,7 +209,7 @@ def _filtered(messages: QuerySet[Message], filters: SearchFilters) -> QuerySet[M
 
 def _postgres_rank(messages: QuerySet[Message], text: str) -> QuerySet[Message]:
     config = search_config()
-    tsquery = "plainto_tsquery(%s::regconfig, %s)"
+    tsquery = "to_tsquery(%s::regconfig, %s)"
     document = _DOCUMENT_SQL.format(aggregate="string_agg(c.name || ' ' || c.arguments::text, ' ')")
     options = f"StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=8, MaxFragments=2"
     return messages.annotate(
@@ -176,8 +219,9 @@ def _postgres_rank(messages: QuerySet[Message], text: str) -> QuerySet[Message]:
             output_field=FloatField(),
         ),
         snippet=RawSQL(  # noqa: S611 - constant SQL, input as parameters
-            f"ts_headline(%s::regconfig, {document}, {tsquery}, %s)",
-            (config, config, text, options),
+            # The markers stored in a message are taken out first: only ours mark a hit.
+            f"ts_headline(%s::regconfig, translate({document}, %s, ''), {tsquery}, %s)",
+            (config, START + STOP, config, text, options),
             output_field=TextField(),
         ),
     ).order_by("-rank", "-pk")
@@ -188,12 +232,20 @@ def _sqlite_rank(messages: QuerySet[Message], match: str) -> QuerySet[Message]:
         "FROM conversations_message_fts WHERE conversations_message_fts MATCH %s"
         " AND conversations_message_fts.rowid = conversations_message.id"
     )
+    # FTS5 makes snippets of the stored document, which may hold our markers: it marks
+    # with two random words instead, the stored markers are dropped, then the random
+    # words become ours (a message cannot guess them).
+    start, stop = secrets.token_hex(12), secrets.token_hex(12)
+    snippet = (
+        f"snippet(conversations_message_fts, 0, '{start}', '{stop}', '…', 24)"  # hex: no quote
+    )
+    clean = f"replace(replace({snippet}, char(57344), ''), char(57345), '')"
     return messages.annotate(
         rank=RawSQL(  # noqa: S611 - constant SQL, input as parameters
             f"(SELECT -bm25(conversations_message_fts) {hit})", (match,), output_field=FloatField()
         ),
-        snippet=RawSQL(  # noqa: S611 - constant SQL, input as parameters
-            "(SELECT snippet(conversations_message_fts, 0, char(57344), char(57345), '…', 24)"
+        snippet=RawSQL(  # noqa: S611 - constant SQL and random hex, input as parameters
+            f"(SELECT replace(replace({clean}, '{start}', char(57344)), '{stop}', char(57345))"
             f" {hit})",
             (match,),
             output_field=TextField(),

@@ -17,11 +17,12 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from conversations.models import Message, ToolCallStatus
-from conversations.selectors.search import SearchFilters, highlight, query_words, search_messages
+from conversations.selectors.search import SearchFilters, highlight, query_words, search_page
+from conversations.selectors.search_bounds import max_words
 
 from ..base import ConversationsAPIView
 from ..pagination import invalid_cursor
-from ..responses import AUTH_ERRORS, ERR_400_LIST
+from ..responses import AUTH_ERRORS, ERR_400_LIST, error_response
 from ..schema import document
 
 __all__ = ["SearchView"]
@@ -30,6 +31,10 @@ PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 MAX_OFFSET = 2**63 - 1 - (MAX_PAGE_SIZE + 1)
 """The largest offset whose page still ends in the signed 64 bits of SQL's ``LIMIT``/``OFFSET``."""
+ERR_503 = error_response(
+    "The search ran past its time bound and was stopped (`search_timeout`); "
+    "fewer, longer or rarer words, or filters, make it cheaper."
+)
 
 
 class _Moment(serializers.DateTimeField):
@@ -45,7 +50,10 @@ class _Moment(serializers.DateTimeField):
 class SearchQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of the search."""
 
-    q = serializers.CharField(max_length=200, help_text="Words to find (all of them).")
+    q = serializers.CharField(
+        max_length=200,
+        help_text="Words to find (all of them, each as a word prefix; at most SEARCH_MAX_WORDS).",
+    )
     role = serializers.ChoiceField(choices=Message.Role.choices, required=False)
     tool = serializers.CharField(max_length=200, required=False, help_text="A tool's name.")
     status = serializers.ChoiceField(
@@ -58,8 +66,14 @@ class SearchQuerySerializer(serializers.Serializer[Any]):
     page_size = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, required=False)
 
     def validate_q(self, value: str) -> str:
-        if not query_words(value):
+        words = query_words(value)
+        if not words:
             raise serializers.ValidationError("Give at least one word.", code="no_words")
+        if len(words) > max_words():
+            raise serializers.ValidationError(
+                f"Give at most {max_words()} words (this query has {len(words)}).",
+                code="too_many_words",
+            )
         return value
 
 
@@ -122,12 +136,20 @@ class SearchView(ConversationsAPIView):
         summary="Search your messages",
         description=(
             "Finds the messages of your conversations whose content, tool names, tool "
-            "argument values or tool results hold every word of `q`, best match first, with "
-            "a highlighted snippet and a rank. Filters narrow the search; `from`/`to` take a "
-            "date or a date-time. Cursor-paginated (`next`/`previous` links)."
+            "argument values or tool results hold every word of `q` (each as a word prefix: "
+            "`Leip` finds `Leipzig`), best match first, with a highlighted snippet and a "
+            "rank. Only the newest `SEARCH_MAX_CANDIDATES` matches are ranked and paged. "
+            "Filters narrow the search; `from`/`to` take a date or a date-time. "
+            "Cursor-paginated (`next`/`previous` links). A search that runs past "
+            "`SEARCH_TIMEOUT_SECONDS` is stopped: 503 `search_timeout`."
         ),
         parameters=[SearchQuerySerializer],
-        responses={200: SearchPageSerializer, 400: ERR_400_LIST, **AUTH_ERRORS},
+        responses={
+            200: SearchPageSerializer,
+            400: ERR_400_LIST,
+            503: ERR_503,
+            **AUTH_ERRORS,
+        },
         tags=["search"],
     )
     def get(self, request: Request) -> Response:
@@ -143,8 +165,9 @@ class SearchView(ConversationsAPIView):
         )
         size = query.get("page_size", PAGE_SIZE)
         offset = _decode(query["cursor"]) if "cursor" in query else 0
-        found = search_messages(query=query["q"], user=request.user, filters=filters)
-        rows = list(found[offset : offset + size + 1])
+        rows = search_page(
+            query=query["q"], user=request.user, filters=filters, offset=offset, limit=size + 1
+        )
         url = request.build_absolute_uri()
         after = (
             replace_query_param(url, "cursor", _encode(offset + size)) if len(rows) > size else None
