@@ -9,8 +9,17 @@ half one word, half two words, each by a random owner) and prints p50, p95 and
 the maximum. What is timed is what ``GET /api/search/`` asks the database for
 one page: the ranked, filtered query with its snippets, 21 rows. Query words
 are half common (frequency ranks 50 to 2,000 of a Zipf-distributed vocabulary
-of 20,000 pseudo-words), half drawn from the whole vocabulary. It asserts
-nothing; ``docs/performance.md`` records a run.
+of 20,000 pseudo-words), half drawn from the whole vocabulary.
+
+Then ``--hostile`` hostile searches (default 100), by random owners, through
+the bounded path the API takes (word cap, newest candidates, statement
+timeout): the word cap's worth of common words, the very commonest words
+(frequency ranks 0 to 50), one- and two-letter prefixes, and the cap's worth
+of one-letter prefixes. A search the timeout stopped counts at the time it
+took. It prints their p95 with PASS or MISS against the target: p95 under
+``SEARCH_TIMEOUT_SECONDS`` (5 s), that is no search holds a thread and a
+connection past the bound. It asserts nothing; ``docs/performance.md``
+records a run.
 
     .venv/bin/python bench/search.py
     .venv/bin/python bench/search.py --messages 50000 --queries 200
@@ -46,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--hostile", type=int, default=100)
     parser.add_argument("--seed", type=int, default=17)
     args = parser.parse_args(argv)
 
@@ -65,7 +75,7 @@ def run(args: argparse.Namespace) -> None:
 
     from conversations.domain import ChatMessage, ToolCall
     from conversations.models import Conversation, Message
-    from conversations.selectors.search import search_messages
+    from conversations.selectors.search import search_page
     from conversations.services.transcript.messages import append_messages
 
     call_command("migrate", verbosity=0)
@@ -116,18 +126,14 @@ def run(args: argparse.Namespace) -> None:
         pool = vocabulary[50:2000] if index % 4 < 2 else vocabulary
         queries.append((rng.choice(users), " ".join(rng.sample(pool, count))))
     for user, text in queries[:5]:  # warm the caches
-        list(search_messages(query=text, user=user)[:21])
+        search_page(query=text, user=user, limit=21)
     timings: list[float] = []
     found = 0
     for user, text in queries:
         begin = time.perf_counter()
-        rows = list(search_messages(query=text, user=user)[:21])
+        rows = search_page(query=text, user=user, limit=21)
         timings.append((time.perf_counter() - begin) * 1000)
         found += len(rows)
-
-    def p95(values: list[float]) -> float:
-        ordered = sorted(values)
-        return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
     print(
         f"{len(timings)} searches over {stored} messages ({len(users)} users): "
@@ -137,6 +143,63 @@ def run(args: argparse.Namespace) -> None:
     for count in (1, 2):
         chosen = [t for (_, q), t in zip(queries, timings, strict=True) if len(q.split()) == count]
         print(f"  {count} word(s): {len(chosen)} searches, p95 {p95(chosen):.1f} ms")
+    hostile(args, rng, vocabulary, users, stored)
+
+
+def p95(values: list[float]) -> float:
+    """The 95th percentile (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+
+def hostile_queries(rng: random.Random, vocabulary: list[str], count: int) -> list[tuple[str, str]]:
+    """``count`` (kind, query) pairs, the four kinds in turn."""
+    from conversations.selectors.search_bounds import max_words
+
+    cap = max_words()
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    kinds = {
+        "long": lambda: " ".join(rng.sample(vocabulary[50:2000], cap)),
+        "common": lambda: " ".join(rng.sample(vocabulary[:50], rng.randint(1, 2))),
+        "prefix": lambda: "".join(rng.sample(letters, rng.randint(1, 2))),
+        "prefixes": lambda: " ".join(rng.sample(letters, cap)),
+    }
+    names = list(kinds)
+    return [(names[i % len(names)], kinds[names[i % len(names)]]()) for i in range(count)]
+
+
+def hostile(
+    args: argparse.Namespace,
+    rng: random.Random,
+    vocabulary: list[str],
+    users: list[Any],
+    stored: int,
+) -> None:
+    """Time hostile searches through the bounded path; print p95 against the timeout."""
+    from conversations.exceptions import SearchTimeout
+    from conversations.selectors.search import search_page
+    from conversations.selectors.search_bounds import max_candidates, search_timeout
+
+    timings: dict[str, list[float]] = {}
+    stopped = 0
+    for kind, text in hostile_queries(rng, vocabulary, args.hostile):
+        begin = time.perf_counter()
+        try:
+            search_page(query=text, user=rng.choice(users), limit=21)
+        except SearchTimeout:
+            stopped += 1
+        timings.setdefault(kind, []).append((time.perf_counter() - begin) * 1000)
+    every = [t for values in timings.values() for t in values]
+    target = search_timeout() * 1000
+    verdict = "PASS" if p95(every) < target else "MISS"
+    print(
+        f"{len(every)} hostile searches over {stored} messages (candidates "
+        f"{max_candidates()}, timeout {target:.0f} ms): p50 {statistics.median(every):.1f} ms, "
+        f"p95 {p95(every):.1f} ms, max {max(every):.1f} ms, {stopped} stopped; "
+        f"target p95 < {target:.0f} ms {verdict}"
+    )
+    for kind, values in timings.items():
+        print(f"  {kind}: {len(values)} searches, p95 {p95(values):.1f} ms")
 
 
 if __name__ == "__main__":
