@@ -35,12 +35,17 @@ def test_a_background_run_is_executed_after_the_commit(demo_conversation):
 
 
 def test_an_error_before_the_loop_records_it_ends_the_run_failed(demo_conversation, monkeypatch):
+    # The thread shares the returned run: it fails only once the test has seen it running.
+    seen_running = threading.Event()
+
     def broken(*, run, provider):
+        assert seen_running.wait(20)
         raise RuntimeError("connection string postgres://admin:hunter2@db")
 
     monkeypatch.setattr(executors, "execute_run", broken)
     run = submit_message(conversation=demo_conversation, content="hello", background=True)
     assert run.status == Run.Status.RUNNING
+    seen_running.set()
     join_run_threads()
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
