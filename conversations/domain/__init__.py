@@ -7,6 +7,7 @@ empty) is produced here and nowhere else: :meth:`ToolCall.to_wire` and
 
 from conversations.exceptions import InvalidArgumentError
 
+from .estimates import estimate_tokens, estimate_usage
 from .messages import ChatMessage, Role, ToolCall, normalise_messages
 from .responses import USAGE_FIELDS, CompletionResponse, Usage
 from .streaming import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
@@ -26,5 +27,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolSpec",
     "Usage",
+    "estimate_tokens",
+    "estimate_usage",
     "normalise_messages",
 ]

@@ -2,15 +2,18 @@
 
 Before a model call its cost is unknown, yet budgets must hold it while it
 runs: the call is reserved at an estimate, its request's characters / 4
-plus the most it may write. The rule lives in :func:`estimate_tokens` alone,
-so a better count (a real tokenizer, a model's own ratio) replaces it in one
+plus the most it may write. And a stopped or cut-off stream ends before the
+vendor reports its usage, yet the vendor has read the request and written
+part of an answer: the ledger then charges an estimate instead of zero,
+marked ``estimated``. The rule lives in :func:`estimate_tokens` alone, so a
+better count (a real tokenizer, a model's own ratio) replaces it in one
 place.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .messages import ChatMessage
 from .responses import Usage
@@ -22,6 +25,7 @@ __all__ = [
     "estimate_call",
     "estimate_prompt_tokens",
     "estimate_tokens",
+    "estimate_usage",
 ]
 
 CHARACTERS_PER_TOKEN = 4
@@ -57,3 +61,16 @@ def estimate_call(
     (:data:`DEFAULT_OUTPUT_TOKENS` when the request sets none)."""
     output = max_output_tokens if max_output_tokens is not None else DEFAULT_OUTPUT_TOKENS
     return Usage(estimate_prompt_tokens(sent=sent, tools=tools), output)
+
+
+def estimate_usage(
+    *, sent: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), received: Iterable[str] = ()
+) -> Usage:
+    """What a call that ended without the provider's usage used, marked ``estimated``: ``sent``
+    and ``tools`` as the prompt, ``received`` (the text, reasoning and argument pieces that
+    arrived) as the completion."""
+    return Usage(
+        estimate_prompt_tokens(sent=sent, tools=tools),
+        estimate_tokens("".join(received)),
+        estimated=True,
+    )

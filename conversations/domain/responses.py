@@ -27,6 +27,8 @@ class Usage:
     """The part of ``prompt_tokens`` served from a cache."""
     reasoning_tokens: int
     """The part of ``completion_tokens`` spent reasoning."""
+    estimated: bool
+    """The counts are guessed from the text (the provider reported none), not the provider's."""
 
     def __init__(
         self,
@@ -35,6 +37,8 @@ class Usage:
         total_tokens: int | None = None,
         cached_prompt_tokens: int = 0,
         reasoning_tokens: int = 0,
+        *,
+        estimated: bool = False,
     ) -> None:
         values = (
             prompt_tokens,
@@ -54,20 +58,31 @@ class Usage:
                     field=name,
                 )
             object.__setattr__(self, name, value)
+        if not isinstance(estimated, bool):
+            raise InvalidArgumentError(
+                f"estimated must be a boolean, got {estimated!r}",
+                code="invalid_usage",
+                field="estimated",
+            )
+        object.__setattr__(self, "estimated", estimated)
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(*(getattr(self, n) + getattr(other, n) for n in USAGE_FIELDS))
+        return Usage(
+            *(getattr(self, n) + getattr(other, n) for n in USAGE_FIELDS),
+            estimated=self.estimated or other.estimated,
+        )
 
     def to_dict(self) -> dict[str, int]:
         """The counts as a plain dict."""
         return {name: getattr(self, name) for name in USAGE_FIELDS}
 
 
-USAGE_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(Usage))
+USAGE_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(Usage) if f.name != "estimated")
 """The token counts of :class:`Usage`, in its order: the names of the usage columns of
-messages and runs, of the API's ``usage`` objects and of the run's counter update."""
+messages and runs, of the API's ``usage`` objects and of the run's counter update
+(``estimated`` is a flag on the counts, not a count)."""
 
 
 @dataclass(frozen=True, slots=True)

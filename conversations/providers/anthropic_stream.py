@@ -99,6 +99,11 @@ class AnthropicStreamParser:
 
     # The protocol -------------------------------------------------------------
 
+    def progress(self) -> object:
+        """What has been said beside the blocks (start, usage, stop): changes count as news."""
+        # A snapshot: the message is updated in place.
+        return (repr(self._message), len(self._blocks), self._stopped)
+
     def feed(self, event: str, data: str) -> Iterator[Delta]:
         """The deltas of one event; a malformed one raises ``KeyError``/``TypeError``/``ValueError``."""
         record = _mapping(json.loads(data), "an event")

@@ -49,10 +49,12 @@ from .conversion import (
     token_count,
 )
 from .options import SAMPLING_PARAMETERS, TOOL_CHOICE_KEYWORDS, CompletionOptions
+from .stream_deadline import DEFAULT_MAX_STREAM_SECONDS
 from .streaming import StreamParser, stream_http
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_MAX_STREAM_SECONDS",
     "SAMPLING_PARAMETERS",
     "TOOL_CHOICE_KEYWORDS",
     "ChatProvider",
@@ -168,6 +170,7 @@ class HTTPProvider:
         extra_headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS,
     ) -> None:
         if self.requires_api_key and not api_key:
             raise InvalidArgumentError(
@@ -193,6 +196,18 @@ class HTTPProvider:
                 "max_response_bytes must be a positive integer", code="invalid_max_response_bytes"
             )
         self.max_response_bytes = max_response_bytes
+        if (
+            isinstance(max_stream_seconds, bool)
+            or not isinstance(max_stream_seconds, int | float)
+            or not 0 < max_stream_seconds < float("inf")
+        ):
+            raise InvalidArgumentError(
+                "max_stream_seconds must be a positive number",
+                code="invalid_max_stream_seconds",
+                field="max_stream_seconds",
+            )
+        self.max_stream_seconds = float(max_stream_seconds)
+        """The longest a streamed answer may last, however much it sends."""
         self._client = http_client
         self._owns_client = http_client is None
         self._sleep = sleep
@@ -296,6 +311,7 @@ class HTTPProvider:
             payload=self.build_stream_payload(messages, tools, options),
             parser=lambda: self.stream_parser(known_ids=known, tools=tools),
             wire=self.stream_format,
+            whole=lambda body: self.parse_response(body, known_ids=known, tools=tools),
         )
 
     def close(self) -> None:

@@ -99,6 +99,10 @@ class GeminiStreamParser:
 
     # The protocol -------------------------------------------------------------
 
+    def progress(self) -> object:
+        """What has been said of the end (finish, usage): changes count as news."""
+        return (self._finished, self._top.get("usageMetadata"), self._candidate.get("finishReason"))
+
     def feed(self, event: str, data: str) -> Iterator[Delta]:
         """The deltas of one chunk; a malformed one raises ``KeyError``/``TypeError``/``ValueError``."""
         chunk = _mapping(json.loads(data), "a chunk")

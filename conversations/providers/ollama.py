@@ -172,6 +172,10 @@ class OllamaStreamParser(RebuildingParser):
         self._final: Mapping[str, Any] | None = None
         self._model: Any = None
 
+    def progress(self) -> object:
+        """Whether the done line (the finish and the counts) has come."""
+        return self._final is not None
+
     def feed(self, event: str, data: str) -> Iterable[Delta]:
         if self._final is not None:
             return ()

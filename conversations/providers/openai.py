@@ -34,6 +34,7 @@ from conversations.exceptions import ProviderResponseError
 
 from .base import (
     DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_STREAM_SECONDS,
     TOOL_CHOICE_KEYWORDS,
     CompletionOptions,
     HTTPProvider,
@@ -320,6 +321,7 @@ class OpenAIProvider(HTTPProvider):
         extra_headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS,
         preset: str = "openai",
         api_version: str | None = None,
     ) -> None:
@@ -354,6 +356,7 @@ class OpenAIProvider(HTTPProvider):
             extra_headers=extra_headers,
             sleep=sleep,
             max_response_bytes=max_response_bytes,
+            max_stream_seconds=max_stream_seconds,
         )
         self.preset = found
         self.api_version = version if found.azure else None

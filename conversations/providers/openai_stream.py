@@ -145,6 +145,10 @@ class OpenAIStreamParser(RebuildingParser):
         self._usage: Any = None
         self._done = False
 
+    def progress(self) -> object:
+        """What has been said of the end (finish reason, usage, ``[DONE]``): changes count as news."""
+        return (self._finish_reason, self._usage, self._done)
+
     def feed(self, event: str, data: str) -> Iterable[Delta]:
         if self._done:
             return ()

@@ -19,8 +19,8 @@ vendor would have sent whole and handing that to the adapter's
 from __future__ import annotations
 
 import codecs
+import json
 import re
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -45,6 +45,7 @@ from conversations.exceptions import (
 
 from .boundary import check_response
 from .options import CompletionOptions
+from .stream_deadline import StreamDeadline
 
 __all__ = [
     "Delta",
@@ -80,6 +81,10 @@ class StreamParser(Protocol):
         """The whole answer; raise :class:`ProviderResponseError` when the stream is incomplete."""
         ...
 
+    # Optional: ``progress() -> object``, a value that changes when a record said
+    # something without a delta (a finish, usage). Such a record restarts the idle
+    # bound like a delta; one that changes nothing (a ping) does not.
+
 
 class _StreamingAdapter(Protocol):
     """What :func:`stream_http` uses of :class:`~conversations.providers.base.HTTPProvider`."""
@@ -90,6 +95,7 @@ class _StreamingAdapter(Protocol):
     timeout: float
     max_retries: int
     max_response_bytes: int
+    max_stream_seconds: float
 
     @property
     def client(self) -> httpx.Client: ...
@@ -179,58 +185,130 @@ def stream_http(
     payload: Mapping[str, Any],
     parser: Callable[[], StreamParser],
     wire: Literal["sse", "ndjson"],
+    whole: Callable[[Mapping[str, Any]], CompletionResponse] | None = None,
 ) -> Iterator[StreamEvent]:
     """POST ``payload`` and yield the deltas ``parser()`` finds, then the checked response.
 
-    ``provider.timeout`` bounds connecting and each wait for the next bytes
-    (a stream may last longer as long as it keeps sending), and the retries
-    and waits before the first event. Closing the iterator closes the
-    connection.
+    The stream is held to two bounds (see :mod:`.stream_deadline`): nothing
+    meaningful for ``provider.timeout`` seconds, or ``provider.max_stream_seconds``
+    in all, ends it with :class:`ProviderTimeout`. Retries and waits happen
+    only before the first delta and within the exchange's deadline, as for a
+    whole answer. A vendor that answers with one JSON body instead of a stream
+    is understood through ``whole`` (the adapter's ``parse_response``), the
+    answer relayed as one piece. Closing the iterator closes the connection.
     """
     name = provider.provider_name
     records = sse_records if wire == "sse" else ndjson_records
-    deadline = time.monotonic() + provider.timeout
     attempts = provider.max_retries + 1
-    for attempt in range(attempts):
-        last = attempt == attempts - 1
-        current = parser()
-        yielded = False
-        started = False
-        try:
-            with provider.client.stream(
-                "POST", url, json=payload, headers=provider._headers(), timeout=provider.timeout
-            ) as response:
-                body = _bounded(response.iter_bytes(), provider)
-                if not 200 <= response.status_code < 300:
-                    data = b"".join(body)
-                    provider._refuse(
-                        response.status_code,
-                        response.headers,
-                        data,
-                        attempt=attempt,
-                        last=last,
-                        deadline=deadline,
-                    )
-                    continue
-                started = True
-                for event, data_text in records(iter_lines(body)):
-                    for delta in current.feed(event, data_text):
-                        yielded = True
-                        yield delta
-                final = current.finish()
-        except ProviderInvalidResponse:
-            raise
-        except (httpx.TransportError, ProviderResponseError, *_UNDERSTOOD) as exc:
-            failure = _failure(name, exc, started=started, timeout=provider.timeout)
-            if yielded or last or not provider._wait(attempt, None, type(exc).__name__, deadline):
-                raise failure from None
-            continue
-        yield check_response(final, provider=name)
-        return
+    with StreamDeadline(
+        name=name,
+        idle_seconds=provider.timeout,
+        total_seconds=provider.max_stream_seconds,
+    ) as bounds:
+        deadline = bounds.first_deadline
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            current = parser()
+            yielded = False
+            started = False
+            try:
+                bounds.check()
+                with provider.client.stream(
+                    "POST", url, json=payload, headers=provider._headers(), timeout=provider.timeout
+                ) as response:
+                    bounds.watch(response)
+                    body = _bounded(response.iter_bytes(), provider, bounds)
+                    if not 200 <= response.status_code < 300:
+                        data = b"".join(body)
+                        provider._refuse(
+                            response.status_code,
+                            response.headers,
+                            data,
+                            attempt=attempt,
+                            last=last,
+                            deadline=deadline,
+                        )
+                        continue
+                    started = True
+                    if whole is not None and _is_json(response):
+                        answer = _whole_answer(b"".join(body), current, whole, name)
+                        yield from deltas_of(check_response(answer, provider=name))
+                        return
+                    for event, data_text in records(iter_lines(body)):
+                        before = _progress(current)
+                        for delta in current.feed(event, data_text):
+                            yielded = True
+                            bounds.progressed()
+                            yield delta
+                        if _progress(current) != before:
+                            bounds.progressed()
+                    final = current.finish()
+            except ProviderInvalidResponse:
+                raise
+            except (httpx.TransportError, ProviderResponseError, *_UNDERSTOOD) as exc:
+                if bounds.passed is not None:
+                    # Cut by a bound (the watchdog's shutdown shows as a broken read).
+                    raise bounds.error() from None
+                failure = _failure(name, exc, started=started, timeout=provider.timeout)
+                if (
+                    yielded
+                    or last
+                    or not provider._wait(attempt, None, type(exc).__name__, deadline)
+                ):
+                    raise failure from None
+                continue
+            finally:
+                bounds.unwatch()
+            yield check_response(final, provider=name)
+            return
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
 
-def _bounded(chunks: Iterator[bytes], provider: _StreamingAdapter) -> Iterator[bytes]:
+def _progress(parser: StreamParser) -> object:
+    """What the parser knows of the answer's end (finish, usage), where it says."""
+    progress = getattr(parser, "progress", None)
+    return progress() if callable(progress) else None
+
+
+def _is_json(response: httpx.Response) -> bool:
+    content_type = response.headers.get("content-type", "")
+    return content_type.partition(";")[0].strip().lower() == "application/json"
+
+
+def _whole_answer(
+    data: bytes,
+    parser: StreamParser,
+    whole: Callable[[Mapping[str, Any]], CompletionResponse],
+    name: str,
+) -> CompletionResponse:
+    """The answer of a vendor that sent one JSON body to a request for a stream.
+
+    An object is the whole answer; an array (Gemini's stream without SSE
+    framing) holds the stream's chunks, each handed to the stream parser.
+    """
+    try:
+        body = json.loads(data)
+        if isinstance(body, list):
+            for chunk in body:
+                # Its deltas are not relayed one by one: the answer goes out as one piece.
+                for _delta in parser.feed("message", json.dumps(chunk)):
+                    pass
+            return parser.finish()
+        if not isinstance(body, dict):
+            raise TypeError(f"expected a JSON object, got {type(body).__name__}")
+        return whole(body)
+    except ProviderResponseError:
+        raise
+    except _UNDERSTOOD as exc:
+        raise ProviderResponseError(
+            f"{name}: could not understand the whole answer sent to a request for a stream "
+            f"({type(exc).__name__})"
+        ) from None
+
+
+def _bounded(
+    chunks: Iterator[bytes], provider: _StreamingAdapter, bounds: StreamDeadline
+) -> Iterator[bytes]:
     size = 0
     for chunk in chunks:
         size += len(chunk)
@@ -239,6 +317,8 @@ def _bounded(chunks: Iterator[bytes], provider: _StreamingAdapter) -> Iterator[b
                 f"{provider.provider_name}: the answer is larger than "
                 f"{provider.max_response_bytes} bytes"
             )
+        # Every chunk, meaningful or not: a drip of comments is cut on time too.
+        bounds.check()
         yield chunk
 
 
