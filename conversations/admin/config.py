@@ -110,6 +110,7 @@ class ProviderAdmin(admin.ModelAdmin):
         "key_status",
         "timeout",
         "max_retries",
+        "max_stream_seconds",
         "extra_headers",
         "options",
         "is_active",

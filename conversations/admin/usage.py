@@ -52,12 +52,13 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "user",
         "prompt_tokens",
         "completion_tokens",
+        "estimated",
         "cost",
         "latency_ms",
         "run_link",
     )
     list_select_related = ("profile", "user", "run")
-    list_filter = ("status", "model", "profile", "user", "started_at")
+    list_filter = ("status", "estimated", "model", "profile", "user", "started_at")
     date_hierarchy = "started_at"
 
     @admin.display(description="Run")

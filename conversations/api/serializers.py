@@ -97,13 +97,22 @@ class UsageSerializer(serializers.Serializer[Any]):
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         # The counts of the domain's ``Usage``, so none can be left out of the API.
-        return {name: serializers.IntegerField(allow_null=True) for name in USAGE_FIELDS}
+        fields: dict[str, serializers.Field[Any, Any, Any, Any]] = {
+            name: serializers.IntegerField(allow_null=True) for name in USAGE_FIELDS
+        }
+        fields["estimated"] = serializers.BooleanField(
+            help_text="The counts are an estimate from the text (about 4 characters a token): "
+            "the provider reported none because the answer was stopped, cut at a deadline or "
+            "broke off."
+        )
+        return fields
 
 
-def _usage(obj: Any) -> dict[str, int | None] | None:
-    values = {name: getattr(obj, name) for name in USAGE_FIELDS}
+def _usage(obj: Any) -> dict[str, int | bool | None] | None:
+    values: dict[str, int | bool | None] = {name: getattr(obj, name) for name in USAGE_FIELDS}
     if all(value is None for value in values.values()):
         return None
+    values["estimated"] = obj.usage_estimated
     return values
 
 
@@ -164,7 +173,7 @@ class MessageSerializer(serializers.Serializer[Any]):
     )
 
     @extend_schema_field(UsageSerializer(allow_null=True))
-    def get_usage(self, obj: Message) -> dict[str, int | None] | None:
+    def get_usage(self, obj: Message) -> dict[str, int | bool | None] | None:
         return _usage(obj)
 
     def to_representation(self, instance: Message) -> dict[str, Any]:
@@ -288,8 +297,12 @@ class RunSerializer(serializers.Serializer[Any]):
         return app_settings().CURRENCY
 
     @extend_schema_field(UsageSerializer)
-    def get_usage(self, obj: Run) -> dict[str, int | None]:
-        return {name: getattr(obj, name) for name in USAGE_FIELDS}
+    def get_usage(self, obj: Run) -> dict[str, int | bool | None]:
+        # Estimated as soon as one of its calls is: the total is then partly a guess.
+        return {
+            **{name: getattr(obj, name) for name in USAGE_FIELDS},
+            "estimated": obj.estimated_calls > 0,
+        }
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_duration_ms(self, obj: Run) -> int | None:

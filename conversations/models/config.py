@@ -57,6 +57,11 @@ class Provider(models.Model):
         help_text="Largest answer read from the provider, in bytes; a bigger one fails the "
         "call (invalid_response).",
     )
+    max_stream_seconds = models.FloatField(
+        default=600.0,
+        help_text="Longest a streamed answer may last, in seconds; a longer one is cut "
+        "(provider_timeout) and what arrived is kept.",
+    )
     extra_headers = models.JSONField(default=dict, blank=True)
     options = models.JSONField(
         default=dict, blank=True, help_text='Adapter options, e.g. {"api_version": "..."}.'
@@ -78,6 +83,10 @@ class Provider(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(timeout__gt=0), name="conversations_provider_timeout_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_stream_seconds__gt=0),
+                name="conversations_provider_max_stream_seconds_positive",
             ),
             models.CheckConstraint(
                 condition=Q(max_response_bytes__gt=0),

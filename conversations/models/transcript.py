@@ -166,6 +166,9 @@ class Message(models.Model):
     total_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     cached_prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     reasoning_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    usage_estimated = models.BooleanField(
+        default=False, help_text="The token counts are an estimate (the provider reported none)."
+    )
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     provider_metadata = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
     is_error = models.BooleanField(
@@ -344,6 +347,9 @@ class Run(models.Model):
     )
     unpriced_calls = models.PositiveIntegerField(
         default=0, help_text="Model calls of the run whose price was unknown."
+    )
+    estimated_calls = models.PositiveIntegerField(
+        default=0, help_text="Model calls of the run whose tokens are an estimate."
     )
 
     class Meta:

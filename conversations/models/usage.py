@@ -77,6 +77,11 @@ class ModelCall(models.Model):
     completion_tokens = models.PositiveBigIntegerField(default=0)
     cached_prompt_tokens = models.PositiveBigIntegerField(default=0)
     reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    estimated = models.BooleanField(
+        default=False,
+        help_text="The tokens are an estimate from the text: the provider reported none "
+        "(the answer was stopped, cut at a deadline or broke off).",
+    )
     status = models.CharField(max_length=8, choices=Status.choices)
     error_code = models.CharField(max_length=100, blank=True)
     input_price_per_million = models.DecimalField(

@@ -271,7 +271,7 @@ def _progress(parser: StreamParser) -> object:
 
 
 def _is_json(response: httpx.Response) -> bool:
-    content_type = response.headers.get("content-type", "")
+    content_type: str = response.headers.get("content-type", "")
     return content_type.partition(";")[0].strip().lower() == "application/json"
 
 

@@ -31,6 +31,8 @@ class UsageRow:
     """Of which failed."""
     unpriced_calls: int
     """Of which had no known price (their cost is not in ``cost``)."""
+    estimated_calls: int
+    """Of which had estimated tokens (the provider reported none); they are in the totals."""
     prompt_tokens: int
     """Input tokens, cached ones included."""
     cached_prompt_tokens: int
@@ -85,6 +87,7 @@ def _aggregates() -> dict[str, Any]:
         "calls": Count("pk"),
         "failed_calls": Count("pk", filter=Q(status=ModelCall.Status.ERROR)),
         "unpriced_calls": Count("pk", filter=Q(cost__isnull=True)),
+        "estimated_calls": Count("pk", filter=Q(estimated=True)),
         "cost": Sum("cost"),
         **zero,
     }
@@ -96,6 +99,7 @@ def _row(key: Any, values: dict[str, Any], ref: Any = None) -> UsageRow:
         calls=values["calls"],
         failed_calls=values["failed_calls"],
         unpriced_calls=values["unpriced_calls"],
+        estimated_calls=values["estimated_calls"],
         prompt_tokens=values["prompt_tokens"],
         cached_prompt_tokens=values["cached_prompt_tokens"],
         completion_tokens=values["completion_tokens"],

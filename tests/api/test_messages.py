@@ -52,6 +52,7 @@ def test_history_has_every_field(api, history, demo_conversation):
         "total_tokens": 25,
         "cached_prompt_tokens": 4,
         "reasoning_tokens": 0,
+        "estimated": False,
     }
     assert isinstance(calling["latency_ms"], int)
 

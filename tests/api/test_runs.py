@@ -39,6 +39,7 @@ def test_run_detail_has_every_field(api, history, demo_conversation):
         "total_tokens": 77,
         "cached_prompt_tokens": 4,
         "reasoning_tokens": 3,
+        "estimated": False,
     }
     assert body["provider"] == "demo" and body["model"] == "demo-model"
     assert body["finished_at"] is not None

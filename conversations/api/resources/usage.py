@@ -87,6 +87,10 @@ class UsageRowSerializer(serializers.Serializer[Any]):
     calls = serializers.IntegerField()
     failed_calls = serializers.IntegerField()
     unpriced_calls = serializers.IntegerField(help_text="Calls without a known price.")
+    estimated_calls = serializers.IntegerField(
+        help_text="Calls whose tokens are an estimate from the text (the provider reported none: "
+        "the answer was stopped, cut at a deadline or broke off); they are in the totals."
+    )
     prompt_tokens = serializers.IntegerField()
     cached_prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()

@@ -95,6 +95,7 @@ def provider_from_record(provider: Provider, *, http_client: Any = None) -> Chat
         "extra_headers": dict(provider.extra_headers or {}),
         "http_client": http_client,
         "max_response_bytes": provider.max_response_bytes,
+        "max_stream_seconds": provider.max_stream_seconds,
     }
     if adapter_class is OpenAIProvider:
         settings["preset"] = adapter

@@ -16,10 +16,15 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from conversations.domain import ChatMessage, CompletionResponse, StreamEvent, ToolSpec
-from conversations.domain.estimates import estimate_call
+from conversations.domain import ChatMessage, CompletionResponse, StreamEvent, ToolSpec, Usage
+from conversations.domain.estimates import estimate_call, estimate_usage
 from conversations.domain.timing import milliseconds
-from conversations.exceptions import ConversationsError, RunCancelled
+from conversations.exceptions import (
+    ConversationsError,
+    ProviderError,
+    ProviderTimeout,
+    RunCancelled,
+)
 from conversations.providers.base import ChatProvider
 from conversations.providers.boundary import check_response
 from conversations.providers.options import CompletionOptions
@@ -28,7 +33,7 @@ from conversations.providers.streaming import PartialTurn, deltas_of, stream_com
 from ..usage import tracing
 from ..usage.budgets import BudgetCheck, check_budgets
 from ..usage.ledger import call_cost, record_failed_call
-from .live import CANCELLED_FINISH_REASON
+from .live import CANCELLED_FINISH_REASON, TIMEOUT_FINISH_REASON, Streamed
 from .rounds import Round, TurnState
 
 __all__ = ["Asked", "ask", "cut_short"]
@@ -47,6 +52,9 @@ class Asked:
     """``response`` is the text received before a cancellation cut the stream."""
     budgets: BudgetCheck
     """The check that allowed it: the budgets it is charged to, what it reserved in them."""
+    failure: ProviderError | None = None
+    """``response`` is the text received before this error (a deadline) cut the stream:
+    the loop stores it, then raises this."""
 
 
 def ask(round_: Round, state: TurnState) -> Asked:
@@ -66,6 +74,8 @@ def ask(round_: Round, state: TurnState) -> Asked:
     name = getattr(provider, "provider_name", "provider")
     first_delta_ms: int | None = None
     cancelled = False
+    failure: ProviderError | None = None
+    estimate: Usage | None = None
     try:
         with tracing.chat_span(
             provider=run.provider,
@@ -77,10 +87,19 @@ def ask(round_: Round, state: TurnState) -> Asked:
                 stream, streams = _open_stream(provider, history, specs, options)
                 streamed = live.consume(stream, watch=watch, started=started)
                 first_delta_ms = streamed.first_delta_ms if streams else None
-                cancelled = streamed.response is None
-                response = streamed.response or cut_short(
-                    streamed.partial, model=options.model or run.model, provider=name
-                )
+                if streamed.response is not None:
+                    response = streamed.response
+                else:
+                    estimate = _estimate(streamed, history, specs)
+                    failure = _cut_by(streamed)
+                    cancelled = failure is None
+                    response = cut_short(
+                        streamed.partial,
+                        model=options.model or run.model,
+                        provider=name,
+                        usage=estimate,
+                        failure=failure,
+                    )
             else:
                 response = provider.complete(history, tools=specs, options=options)
             # Adapters over HTTP check at their boundary already; any other provider
@@ -91,11 +110,45 @@ def ask(round_: Round, state: TurnState) -> Asked:
         code = exc.code if isinstance(exc, ConversationsError) else "internal_error"
         elapsed = milliseconds(time.monotonic() - started)
         record_failed_call(
-            run=run, started_at=started_at, latency_ms=elapsed, error_code=code, budgets=budgets
+            run=run,
+            started_at=started_at,
+            latency_ms=elapsed,
+            error_code=code,
+            usage=estimate,
+            budgets=budgets,
         )
         raise
     latency_ms = milliseconds(time.monotonic() - started)
-    return Asked(response, started_at, latency_ms, first_delta_ms, cancelled, budgets)
+    return Asked(
+        response, started_at, latency_ms, first_delta_ms, cancelled, budgets, failure=failure
+    )
+
+
+def _cut_by(streamed: Streamed) -> ProviderError | None:
+    """The deadline that cut the stream (its text is kept); any other failure is raised."""
+    failure = streamed.failure
+    if failure is None or isinstance(failure, ProviderTimeout):
+        return failure
+    raise failure
+
+
+def _estimate(
+    streamed: Streamed, history: Sequence[ChatMessage], specs: Sequence[ToolSpec]
+) -> Usage | None:
+    """The usage of a stream that ended without the provider's, when the provider had begun.
+
+    A stop or a deadline ends an answer the provider was writing; a failure
+    after the first delta broke one off. A request refused before any of that
+    (an HTTP error, no connection) is not charged.
+    """
+    failure = streamed.failure
+    refused = failure is not None and not isinstance(failure, ProviderTimeout)
+    if refused and streamed.first_delta_ms is None:
+        return None
+    partial = streamed.partial
+    received = [partial.text, partial.reasoning]
+    received += [call["name"] + call["arguments"] for call in partial.calls.values()]
+    return estimate_usage(sent=history, tools=specs, received=received)
 
 
 def _reserve(round_: Round, state: TurnState) -> BudgetCheck:
@@ -135,17 +188,28 @@ def _open_stream(
     return deltas_of(provider.complete(history, tools=specs, options=options)), False
 
 
-def cut_short(partial: PartialTurn, *, model: str, provider: str) -> CompletionResponse:
-    """The text a cancellation cut short, as a turn: calls still arriving are dropped.
+def cut_short(
+    partial: PartialTurn,
+    *,
+    model: str,
+    provider: str,
+    usage: Usage | None = None,
+    failure: ProviderError | None = None,
+) -> CompletionResponse:
+    """The text a cancellation (or the deadline ``failure``) cut short, as a turn: calls still
+    arriving are dropped, so the stored history stays one every provider accepts.
 
-    Raises :class:`RunCancelled` when there is no text: then nothing is stored
-    (the ledger records the request as failed).
+    Raises :class:`RunCancelled` (or ``failure``) when there is no text: then
+    nothing is stored (the ledger records the request as failed).
     """
     if not partial.text:
+        if failure is not None:
+            raise failure
         raise RunCancelled("the run was cancelled before the answer began")
     return CompletionResponse(
         content=partial.text,
         model=model,
-        finish_reason=CANCELLED_FINISH_REASON,
+        usage=usage or Usage(),
+        finish_reason=CANCELLED_FINISH_REASON if failure is None else TIMEOUT_FINISH_REASON,
         provider=provider,
     )

@@ -47,7 +47,13 @@ from conversations.providers.streaming import PartialTurn
 
 from .runs import CancelWatch
 
-__all__ = ["CANCELLED_FINISH_REASON", "POLL_SECONDS", "LiveRun", "Streamed"]
+__all__ = [
+    "CANCELLED_FINISH_REASON",
+    "POLL_SECONDS",
+    "TIMEOUT_FINISH_REASON",
+    "LiveRun",
+    "Streamed",
+]
 
 logger = logging.getLogger("conversations.tool_loop")
 
@@ -56,6 +62,9 @@ POLL_SECONDS = 0.1
 
 CANCELLED_FINISH_REASON = "cancelled"
 """The finish reason of an answer a cancellation cut short while it streamed."""
+
+TIMEOUT_FINISH_REASON = "timeout"
+"""The finish reason of an answer a stream's deadline cut short (the run then fails)."""
 
 _EVENT_TYPES: dict[type[Any], str] = {
     TextDelta: "text.delta",
@@ -71,9 +80,11 @@ class Streamed:
     partial: PartialTurn
     """Everything the stream showed (the text so far, when it was cancelled)."""
     response: CompletionResponse | None
-    """The provider's whole answer; ``None`` when the run was cancelled first."""
+    """The provider's whole answer; ``None`` when the run was cancelled or the stream failed."""
     first_delta_ms: int | None
     """Milliseconds from the request to the first delta (``None``: there was none)."""
+    failure: Exception | None = None
+    """Why the stream ended without its answer (``None`` with no response: cancelled)."""
 
 
 class _End:
@@ -144,7 +155,8 @@ class LiveRun:
         """Relay ``stream`` until its answer arrives, the run is cancelled, or it fails.
 
         ``started`` is the ``time.monotonic()`` of the request. A failure of
-        the provider is raised as it is (the snapshot is cleared first).
+        the provider is returned as ``failure`` with what streamed before it
+        (the snapshot is cleared first).
         """
         partial = PartialTurn()
         first: int | None = None
@@ -155,10 +167,15 @@ class LiveRun:
                 item = pump.get(POLL_SECONDS)
                 if isinstance(item, CompletionResponse):
                     return Streamed(partial, item, first)
+                if isinstance(item, Exception):
+                    self.clear()
+                    return Streamed(partial, None, first, item)
                 if isinstance(item, BaseException):
                     raise item
                 if isinstance(item, _End):
-                    raise ProviderResponseError("the stream ended without the whole answer")
+                    self.clear()
+                    ended = ProviderResponseError("the stream ended without the whole answer")
+                    return Streamed(partial, None, first, ended)
                 if item is not None:
                     if first is None:
                         first = milliseconds(time.monotonic() - started)

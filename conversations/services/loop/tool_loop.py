@@ -284,6 +284,8 @@ def _answer(
     round_.live.clear()
     persisted = persist_turn(round_, state, asked, counts_as_round=counts_as_round)
     round_.live.changed()
+    if asked.failure is not None:
+        raise asked.failure  # stored what streamed before the deadline; the run fails
     if asked.cancelled:
         raise RunCancelled("the run was cancelled")
     if persisted.cancel_requested:

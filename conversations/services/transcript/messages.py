@@ -82,7 +82,7 @@ class MessageDetails:
             "latency_ms": self.latency_ms,
         }
         if self.usage is not None:
-            fields.update(self.usage.to_dict())
+            fields.update(self.usage.to_dict(), usage_estimated=self.usage.estimated)
         return fields
 
 

@@ -141,7 +141,11 @@ def record_model_call(
             reasoning_price_per_million=prices.reasoning,
             currency=prices.currency,
             cost=cost,
+            estimated=usage.estimated,
         )
+        if usage.estimated:
+            Run.objects.filter(pk=run.pk).update(estimated_calls=F("estimated_calls") + 1)
+            run.estimated_calls += 1
         if run_charged:
             pass
         elif cost is None:
@@ -173,17 +177,22 @@ def record_failed_call(
     started_at: datetime,
     latency_ms: int,
     error_code: str,
+    usage: Usage | None = None,
     budgets: BudgetCheck | None = None,
 ) -> ModelCall:
-    """The ledger row of a request that got no usable answer (no tokens are known).
+    """The ledger row of a request that got no usable answer.
 
-    ``budgets``: the check the request passed; what it reserved is released.
+    ``usage``: an estimate when the provider had begun to answer (see
+    :func:`~conversations.domain.estimates.estimate_usage`); else no tokens
+    are known. It is charged to the run and its budgets like any usage.
+    ``budgets``: the check the request passed; what it reserved is settled
+    against ``usage`` (released in full when there is none).
     """
     return record_model_call(
         run=run,
         started_at=started_at,
         latency_ms=latency_ms,
-        usage=Usage(),
+        usage=usage or Usage(),
         model="",
         error_code=error_code or "error",
         budgets=budgets,
