@@ -5,6 +5,11 @@ it gives (status, headers, body, and optionally a pause between body bytes
 to play a slow provider), point a provider record or adapter at its
 ``base_url``, and look at the requests it received. Answers beyond the queue
 are a 500, so a test that asks too often fails loudly.
+
+A streamed answer is a ``FakeAnswer`` with ``pieces``: an iterable of byte
+strings written (and flushed) one by one on a connection that closes at the
+end. :func:`paced` spaces them out in time, as a slow or dripping vendor
+does; :data:`WIRES` speaks each adapter's streaming wire.
 """
 
 from __future__ import annotations
@@ -13,12 +18,12 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeAnswer", "FakeProviderServer", "openai_body"]
+__all__ = ["WIRES", "FakeAnswer", "FakeProviderServer", "Wire", "openai_body", "paced"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,9 @@ class FakeAnswer:
     """When set, the body is sent one byte at a time with this pause in between."""
     declare_length: bool = True
     """``False``: no ``content-length``; the body ends when the connection closes."""
+    content_type: str = "application/json"
+    pieces: Iterable[bytes] | None = None
+    """When set, written one by one instead of ``body``; the connection closes after them."""
 
     @classmethod
     def json(cls, value: Any, *, status: int = 200, **kwargs: Any) -> FakeAnswer:
@@ -90,7 +98,16 @@ class FakeProviderServer:
                     )
                 try:
                     self.send_response(answer.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", answer.content_type)
+                    if answer.pieces is not None:
+                        self.send_header("connection", "close")
+                        self.close_connection = True
+                        self.end_headers()
+                        for piece in answer.pieces:
+                            self.wfile.write(piece)
+                            self.wfile.flush()
+                            server.bytes_sent += len(piece)
+                        return
                     if answer.declare_length:
                         self.send_header("content-length", str(len(answer.body)))
                     else:
@@ -132,3 +149,132 @@ class FakeProviderServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+# Streams ---------------------------------------------------------------------------
+
+
+def paced(
+    pieces: Iterable[bytes], *, every: float, then: bytes = b"", for_seconds: float = 0.0
+) -> Iterator[bytes]:
+    """``pieces`` one per ``every`` seconds; then ``then`` at the same pace for ``for_seconds``.
+
+    A sleeping generator on the server's side plays a slow vendor; a test
+    never waits on it. ``for_seconds`` bounds a stream that a client does not
+    cut, so a test without the client's deadline fails instead of hanging.
+    """
+    for piece in pieces:
+        yield piece
+        time.sleep(every)
+    ends = time.monotonic() + for_seconds
+    while then and time.monotonic() < ends:
+        yield then
+        time.sleep(every)
+
+
+def _sse(data: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+def _line(data: Any) -> bytes:
+    return json.dumps(data).encode() + b"\n"
+
+
+@dataclass(frozen=True)
+class Wire:
+    """How one adapter's vendor streams: the records around the text, keep-alives, a whole body."""
+
+    content_type: str
+    start: bytes
+    delta: Callable[[str], bytes]
+    end: bytes
+    keep_alive: bytes
+    whole: Callable[[str], dict[str, Any]]
+
+    def stream(self, *texts: str) -> list[bytes]:
+        """A complete stream of ``texts``, one record each."""
+        return [self.start, *(self.delta(text) for text in texts), self.end]
+
+
+_OPENAI_FINISH = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+_ANTHROPIC_MESSAGE = {"id": "msg_1", "type": "message", "role": "assistant", "model": "fake-model"}
+_GEMINI_USAGE = {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}
+_OLLAMA_DONE = {"done": True, "done_reason": "stop", "prompt_eval_count": 3, "eval_count": 2}
+
+
+def _gemini(text: str, finish: str | None = None) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": text}]}}
+    if finish:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate], **({"usageMetadata": _GEMINI_USAGE} if finish else {})}
+
+
+def _ollama(text: str, *, done: bool) -> dict[str, Any]:
+    line = {"model": "fake-model", "message": {"role": "assistant", "content": text}}
+    return {**line, **(_OLLAMA_DONE if done else {"done": False})}
+
+
+WIRES: dict[str, Wire] = {
+    "openai_compatible": Wire(
+        content_type="text/event-stream",
+        start=b"",
+        delta=lambda text: _sse({"choices": [{"index": 0, "delta": {"content": text}}]}),
+        end=_sse(_OPENAI_FINISH) + b"data: [DONE]\n\n",
+        keep_alive=b": keep-alive\n\n",
+        whole=lambda text: openai_body(text),
+    ),
+    "anthropic": Wire(
+        content_type="text/event-stream",
+        start=_sse(
+            {"type": "message_start", "message": {**_ANTHROPIC_MESSAGE, "content": []}},
+            "message_start",
+        )
+        + _sse(
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+            "content_block_start",
+        ),
+        delta=lambda text: _sse(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": text},
+            },
+            "content_block_delta",
+        ),
+        end=_sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        + _sse(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"input_tokens": 3, "output_tokens": 2},
+            },
+            "message_delta",
+        )
+        + _sse({"type": "message_stop"}, "message_stop"),
+        keep_alive=_sse({"type": "ping"}, "ping"),
+        whole=lambda text: {
+            **_ANTHROPIC_MESSAGE,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 2},
+        },
+    ),
+    "gemini": Wire(
+        content_type="text/event-stream",
+        start=b"",
+        delta=lambda text: _sse(_gemini(text)),
+        end=_sse(_gemini("", "STOP")),
+        keep_alive=b":\n\n",
+        whole=lambda text: _gemini(text, "STOP"),
+    ),
+    "ollama": Wire(
+        content_type="application/x-ndjson",
+        start=b"",
+        delta=lambda text: _line(_ollama(text, done=False)),
+        end=_line(_ollama("", done=True)),
+        keep_alive=b"\n",
+        whole=lambda text: _ollama(text, done=True),
+    ),
+}
+"""Each adapter's streaming wire, by ``Provider.adapter``."""
