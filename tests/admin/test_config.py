@@ -219,6 +219,7 @@ def provider_data(**overrides):
         "api_key_ref": "env:MISTRAL_API_KEY",
         "timeout": "",
         "max_retries": "",
+        "max_stream_seconds": "600",
         "extra_headers": "{}",
         "options": "{}",
         "is_active": "on",

@@ -9,7 +9,10 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
+from conversations.domain import Usage
 from conversations.models import Budget, LanguageModel, ModelCall, Profile, Run
+from conversations.providers.scripted import ScriptedProvider, scripted_text
+from conversations.services import run_tool_loop
 from conversations.services.usage.budgets import period_bounds
 
 from .conftest import scripted_turn
@@ -213,3 +216,25 @@ def test_a_warn_budget_never_refuses(api, demo_conversation, user):
     for content in ("hi", "again"):
         response = api.post(messages_url(demo_conversation), {"content": content}, format="json")
         assert response.status_code == 201
+
+
+def test_estimated_tokens_are_marked_on_the_message_the_run_and_the_report(api, demo_conversation):
+    # A provider that could only guess its usage (as the loop does for a stopped stream).
+    guessed = Usage(prompt_tokens=12, completion_tokens=3, estimated=True)
+    provider = ScriptedProvider([scripted_text("Cut short", usage=guessed)])
+    run = run_tool_loop(conversation=demo_conversation, content="Go", provider=provider)
+
+    body = api.get(reverse("conversations:run-detail", args=[run.pk])).json()
+    assert body["usage"]["estimated"] is True and body["usage"]["total_tokens"] == 15
+    assistant = api.get(messages_url(demo_conversation)).json()["results"][-1]
+    assert assistant["usage"]["estimated"] is True and assistant["usage"]["total_tokens"] == 15
+    report = api.get(USAGE_URL).json()
+    assert report["total"]["estimated_calls"] == 1 and report["total"]["total_tokens"] == 15
+    assert ModelCall.objects.get(run=run).estimated
+
+
+def test_usage_the_provider_reported_is_not_marked_estimated(api, demo_conversation):
+    run = scripted_turn(demo_conversation)
+    body = api.get(reverse("conversations:run-detail", args=[run.pk])).json()
+    assert body["usage"]["estimated"] is False
+    assert api.get(USAGE_URL).json()["total"]["estimated_calls"] == 0

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connection, transaction
 
 from conversations import domain
 from conversations.models import (
@@ -189,6 +190,29 @@ def test_provider_json_settings_are_objects(field):
     provider = Provider(slug="p", name="P", adapter="openai", **{field: ["x"]})
     with pytest.raises(ValidationError, match=f"conversations_provider_{field}_object"):
         provider.full_clean()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("seconds", [0, -1.5])
+def test_provider_max_stream_seconds_is_positive_in_the_form_and_the_database(seconds):
+    provider = Provider(slug="p", name="P", adapter="openai", max_stream_seconds=seconds)
+    rule = "conversations_provider_max_stream_seconds_positive"
+    with pytest.raises(ValidationError, match=rule):
+        provider.full_clean()
+    table = Provider._meta.db_table
+    with (
+        pytest.raises(IntegrityError, match=rule),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            f"INSERT INTO {table} (slug, name, adapter, base_url, api_key_ref,"
+            " max_response_bytes, max_stream_seconds, extra_headers, options, is_active,"
+            " created_at, updated_at)"
+            " VALUES ('p', 'P', 'openai', '', '', 1, %s, '{}', '{}', TRUE,"
+            " CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)",
+            [seconds],
+        )
 
 
 @pytest.mark.django_db
