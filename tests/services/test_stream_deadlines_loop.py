@@ -8,6 +8,7 @@ estimate, marked as such, that budgets see.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -199,6 +200,9 @@ class CancelsWhenAsked:
         cancel_run(run=Run.objects.get(pk=self.run_id))
         return self.inner.stream(messages, tools=tools, options=options)
 
+    def close(self) -> None:
+        self.inner.close()
+
 
 def test_a_stopped_stream_is_charged_an_estimate_that_a_budget_then_blocks(user, streaming_profile):
     wire = WIRES["openai_compatible"]
@@ -210,7 +214,8 @@ def test_a_stopped_stream_is_charged_an_estimate_that_a_budget_then_blocks(user,
         )
         conversation = create_conversation(owner=user, profile=profile)
         run = start_run(conversation=conversation, content="Go", profile=profile)
-        stopped = execute_run(run=run, provider=CancelsWhenAsked(build_provider(profile), run.pk))
+        with contextlib.closing(CancelsWhenAsked(build_provider(profile), run.pk)) as asking:
+            stopped = execute_run(run=run, provider=asking)
 
         assert stopped.status == Run.Status.CANCELLED
         (call,) = ModelCall.objects.filter(run=run)
