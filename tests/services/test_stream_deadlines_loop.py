@@ -179,6 +179,39 @@ def test_a_whole_json_answer_to_a_streamed_request_is_stored_and_shown_as_one_de
     assert not ModelCall.objects.get(run=run).estimated
 
 
+def test_a_stream_that_breaks_off_is_charged_an_estimate(user, streaming_profile):
+    wire = WIRES["openai_compatible"]
+    # Text, then the connection closes without a finish: the answer broke off.
+    answer = FakeAnswer(
+        b"", content_type=wire.content_type, pieces=[wire.delta("Half of it " * 20)]
+    )
+    with FakeProviderServer(answer) as server:
+        profile = streaming_profile(server, "openai_compatible", timeout=5)
+        conversation = create_conversation(owner=user, profile=profile)
+        run = run_tool_loop(conversation=conversation, content="Go", profile=profile)
+
+        assert run.status == Run.Status.FAILED and run.error_code == "provider_bad_response"
+        assert not Message.objects.filter(run=run, role="assistant").exists()
+        (call,) = ModelCall.objects.filter(run=run)
+        assert call.status == ModelCall.Status.ERROR and call.estimated
+        assert call.completion_tokens >= 50  # 220 characters came before the break
+        run.refresh_from_db()
+        assert run.estimated_calls == 1 and run.total_tokens > call.completion_tokens
+        assert_the_record_takes_another_turn(conversation, profile, server)
+
+
+def test_a_request_refused_before_it_began_is_not_charged(user, streaming_profile):
+    answer = FakeAnswer(b'{"error": {"message": "no such model"}}', status=404)
+    with FakeProviderServer(answer) as server:
+        profile = streaming_profile(server, "openai_compatible", timeout=5)
+        conversation = create_conversation(owner=user, profile=profile)
+        run = run_tool_loop(conversation=conversation, content="Go", profile=profile)
+
+    assert run.status == Run.Status.FAILED and run.error_code == "provider_http_error"
+    (call,) = ModelCall.objects.filter(run=run)
+    assert not call.estimated and call.prompt_tokens == call.completion_tokens == 0
+
+
 class CancelsWhenAsked:
     """The real adapter; the run's stop is requested as the request goes out (in the loop's thread)."""
 

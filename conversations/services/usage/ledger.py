@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Value
@@ -143,18 +144,34 @@ def record_model_call(
             cost=cost,
             estimated=usage.estimated,
         )
-        if usage.estimated:
-            Run.objects.filter(pk=run.pk).update(estimated_calls=F("estimated_calls") + 1)
-            run.estimated_calls += 1
-        if run_charged:
-            pass
-        elif cost is None:
-            Run.objects.filter(pk=run.pk).update(unpriced_calls=F("unpriced_calls") + 1)
-            run.unpriced_calls += 1
-        else:
-            Run.objects.filter(pk=run.pk).update(cost=Coalesce(F("cost"), Value(Decimal(0))) + cost)
-            run.cost = (run.cost or Decimal(0)) + cost
+        _charge_run(run, usage, cost, tokens=not run_charged, price=not run_charged)
     return call
+
+
+def _charge_run(run: Run, usage: Usage, cost: Decimal | None, *, tokens: bool, price: bool) -> None:
+    """Add a call to the run's counters (those the caller has not added), in one ``UPDATE``.
+
+    A failed call's tokens are an estimate when there are any: they count
+    like reported ones, so the run's usage is never zero for a call that was charged.
+    """
+    counts = {name: count for name, count in usage.to_dict().items() if tokens and count}
+    changes: dict[str, Any] = {name: F(name) + count for name, count in counts.items()}
+    if usage.estimated:
+        changes["estimated_calls"] = F("estimated_calls") + 1
+    if price and cost is None:
+        changes["unpriced_calls"] = F("unpriced_calls") + 1
+    elif price:
+        changes["cost"] = Coalesce(F("cost"), Value(Decimal(0))) + cost
+    if not changes:
+        return
+    Run.objects.filter(pk=run.pk).update(**changes)
+    for name, count in counts.items():
+        setattr(run, name, getattr(run, name) + count)
+    run.estimated_calls += int(usage.estimated)
+    if price and cost is None:
+        run.unpriced_calls += 1
+    elif price and cost is not None:
+        run.cost = (run.cost or Decimal(0)) + cost
 
 
 def price_call(
