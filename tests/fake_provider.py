@@ -23,6 +23,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from conversations.providers.anthropic import AnthropicProvider
+from conversations.providers.base import HTTPProvider
+from conversations.providers.gemini import GeminiProvider
+from conversations.providers.ollama import OllamaProvider
+from conversations.providers.openai import OpenAIProvider
+
 __all__ = ["WIRES", "FakeAnswer", "FakeProviderServer", "Wire", "openai_body", "paced"]
 
 
@@ -191,6 +197,14 @@ class Wire:
     end: bytes
     keep_alive: bytes
     whole: Callable[[str], dict[str, Any]]
+    adapter: type[HTTPProvider]
+    """The adapter that speaks it."""
+
+    def connect(self, server: FakeProviderServer, **kwargs: Any) -> HTTPProvider:
+        """The adapter, pointed at ``server`` (``kwargs``: its settings)."""
+        if self.adapter is OpenAIProvider:
+            kwargs.setdefault("preset", "openai_compatible")
+        return self.adapter(api_key="sk-test", base_url=server.base_url, **kwargs)
 
     def stream(self, *texts: str) -> list[bytes]:
         """A complete stream of ``texts``, one record each."""
@@ -223,6 +237,7 @@ WIRES: dict[str, Wire] = {
         end=_sse(_OPENAI_FINISH) + b"data: [DONE]\n\n",
         keep_alive=b": keep-alive\n\n",
         whole=lambda text: openai_body(text),
+        adapter=OpenAIProvider,
     ),
     "anthropic": Wire(
         content_type="text/event-stream",
@@ -259,6 +274,7 @@ WIRES: dict[str, Wire] = {
             "stop_reason": "end_turn",
             "usage": {"input_tokens": 3, "output_tokens": 2},
         },
+        adapter=AnthropicProvider,
     ),
     "gemini": Wire(
         content_type="text/event-stream",
@@ -267,6 +283,7 @@ WIRES: dict[str, Wire] = {
         end=_sse(_gemini("", "STOP")),
         keep_alive=b":\n\n",
         whole=lambda text: _gemini(text, "STOP"),
+        adapter=GeminiProvider,
     ),
     "ollama": Wire(
         content_type="application/x-ndjson",
@@ -275,6 +292,7 @@ WIRES: dict[str, Wire] = {
         end=_line(_ollama("", done=True)),
         keep_alive=b"\n",
         whole=lambda text: _ollama(text, done=True),
+        adapter=OllamaProvider,
     ),
 }
 """Each adapter's streaming wire, by ``Provider.adapter``."""

@@ -10,7 +10,7 @@ import pytest
 from conversations.domain import ChatMessage, CompletionResponse, TextDelta
 from conversations.exceptions import InvalidArgumentError, ProviderResponseError, ProviderTimeout
 from conversations.providers.base import CompletionOptions, HTTPProvider
-from conversations.services.providers import HTTP_ADAPTERS
+from conversations.providers.ollama import OllamaProvider
 from tests.fake_provider import WIRES, FakeAnswer, FakeProviderServer, paced
 
 OPTIONS = CompletionOptions(model="fake-model")
@@ -20,8 +20,7 @@ ADAPTERS = sorted(WIRES)
 
 def adapter(name: str, server: FakeProviderServer, **kwargs: Any) -> HTTPProvider:
     kwargs.setdefault("sleep", lambda seconds: None)
-    extra = {"preset": name} if name == "openai_compatible" else {}
-    return HTTP_ADAPTERS[name](api_key="sk-test", base_url=server.base_url, **extra, **kwargs)
+    return WIRES[name].connect(server, **kwargs)
 
 
 def streamed(name: str, *pieces: bytes, every: float, then: bytes = b"") -> FakeAnswer:
@@ -149,7 +148,7 @@ def test_a_body_that_is_neither_stream_nor_json_is_a_bad_response():
 @pytest.mark.parametrize("value", [0, -1, float("inf"), "600", True])
 def test_max_stream_seconds_must_be_a_positive_number(value):
     with pytest.raises(InvalidArgumentError) as raised:
-        HTTP_ADAPTERS["ollama"](max_stream_seconds=value)
+        OllamaProvider(max_stream_seconds=value)
     assert raised.value.field == "max_stream_seconds"
 
 
