@@ -10,6 +10,9 @@ nothing has been yielded yet: a stream that breaks off, sends a malformed
 record or ends without its terminal event raises
 :class:`~conversations.exceptions.ProviderResponseError` once something has
 been shown, because the caller cannot take back what it already relayed.
+A stream is also held to an idle and a total time bound (see
+:mod:`~conversations.providers.stream_deadline`), and a vendor that answers a
+request for a stream with one JSON body is understood as a whole answer.
 
 A parser is easiest to get right by accumulating the stream into the body the
 vendor would have sent whole and handing that to the adapter's

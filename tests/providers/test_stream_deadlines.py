@@ -11,6 +11,7 @@ from conversations.domain import ChatMessage, CompletionResponse, TextDelta
 from conversations.exceptions import InvalidArgumentError, ProviderResponseError, ProviderTimeout
 from conversations.providers.base import CompletionOptions, HTTPProvider
 from conversations.providers.ollama import OllamaProvider
+from conversations.providers.streaming import iter_lines, ndjson_records, sse_records
 from tests.fake_provider import WIRES, FakeAnswer, FakeProviderServer, paced
 
 OPTIONS = CompletionOptions(model="fake-model")
@@ -165,3 +166,28 @@ def test_a_silent_stream_is_cut_at_its_bound_while_a_read_waits(name):
         shown, error = drain(provider)
     assert isinstance(error, ProviderTimeout) and "0.5 s" in str(error)
     assert shown == [TextDelta("Hi")]
+
+
+def fed(name: str, parser: Any, data: bytes) -> list[tuple[object, object, list[Any]]]:
+    """Each record of ``data``: the parser's progress before and after it, and its deltas."""
+    reader = ndjson_records if WIRES[name].adapter.stream_format == "ndjson" else sse_records
+    seen = []
+    for event, text in reader(iter_lines([data])):
+        before = parser.progress()
+        deltas = list(parser.feed(event, text))
+        seen.append((before, parser.progress(), deltas))
+    return seen
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_a_finish_or_usage_record_is_news_and_a_keep_alive_is_not(name):
+    wire = WIRES[name]
+    extra = {"preset": "openai_compatible"} if name == "openai_compatible" else {}
+    adapter = wire.adapter(api_key="sk-test", base_url="http://127.0.0.1:9", **extra)
+    parser = adapter.stream_parser()
+    fed(name, parser, wire.start + wire.delta("Hi"))
+    for before, after, deltas in fed(name, parser, wire.keep_alive * 3):
+        assert before == after and deltas == []
+    end = fed(name, parser, wire.end)
+    assert end and end[0][0] != end[-1][1]  # the idle bound restarts on the end's records
+    assert parser.finish().content == "Hi"
