@@ -7,7 +7,6 @@ empty) is produced here and nowhere else: :meth:`ToolCall.to_wire` and
 
 from conversations.exceptions import InvalidArgumentError
 
-from .estimates import estimate_tokens, estimate_usage
 from .messages import ChatMessage, Role, ToolCall, normalise_messages
 from .responses import USAGE_FIELDS, CompletionResponse, Usage
 from .streaming import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
@@ -27,7 +26,5 @@ __all__ = [
     "ToolCallDelta",
     "ToolSpec",
     "Usage",
-    "estimate_tokens",
-    "estimate_usage",
     "normalise_messages",
 ]

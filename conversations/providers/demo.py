@@ -40,8 +40,8 @@ from conversations.domain import (
     ToolCallDelta,
     ToolSpec,
     Usage,
-    estimate_tokens,
 )
+from conversations.domain.estimates import estimate_tokens
 
 from .base import CompletionOptions, fresh_call_id
 

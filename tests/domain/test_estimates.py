@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.domain import (
-    ChatMessage,
-    InvalidArgumentError,
-    ToolSpec,
-    Usage,
-    estimate_tokens,
-    estimate_usage,
-)
+from conversations.domain import ChatMessage, InvalidArgumentError, ToolSpec, Usage
+from conversations.domain.estimates import estimate_prompt_tokens, estimate_tokens, estimate_usage
 
 
 @pytest.mark.parametrize(("text", "tokens"), [("", 0), ("ab", 1), ("abcd" * 10, 10), ("é" * 9, 2)])
@@ -27,6 +21,13 @@ def test_an_estimate_counts_what_was_sent_and_what_came_back():
     assert usage.prompt_tokens > estimate_tokens("Hello " * 40)
     assert usage.completion_tokens == estimate_tokens('Hi there{"a": 1}')
     assert estimate_usage(sent=sent).prompt_tokens < usage.prompt_tokens  # the tools count
+
+
+def test_a_stopped_call_counts_its_request_as_the_budget_reservation_counted_it():
+    sent = [ChatMessage.user("Wie spät ist es in Leipzig? " * 7)]
+    spec = ToolSpec(name="clock", description="The time.", parameters={"type": "object"})
+    usage = estimate_usage(sent=sent, tools=[spec], received=["Es ist"])
+    assert usage.prompt_tokens == estimate_prompt_tokens(sent=sent, tools=[spec])
 
 
 def test_usage_is_not_estimated_unless_it_says_so_and_a_sum_with_a_guess_is_a_guess():

@@ -22,11 +22,11 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.options import CompletionOptions
 from conversations.selectors import get_history
 from conversations.services import cancel_run, run_tool_loop
-from conversations.services.live import CANCELLED_FINISH_REASON, TIMEOUT_FINISH_REASON
-from conversations.services.messages import create_conversation
-from conversations.services.providers import build_provider
-from conversations.services.runs import start_run
-from conversations.services.tool_loop import execute_run
+from conversations.services.configuration.providers import build_provider
+from conversations.services.loop.live import CANCELLED_FINISH_REASON, TIMEOUT_FINISH_REASON
+from conversations.services.loop.runs import start_run
+from conversations.services.loop.tool_loop import execute_run
+from conversations.services.transcript.messages import create_conversation
 from tests.fake_provider import WIRES, FakeAnswer, FakeProviderServer, paced
 
 pytestmark = pytest.mark.django_db
