@@ -25,6 +25,7 @@ ROW_FIELDS = [
     "calls",
     "failed_calls",
     "unpriced_calls",
+    "estimated_calls",
     "prompt_tokens",
     "cached_prompt_tokens",
     "completion_tokens",

@@ -17,7 +17,16 @@ import pytest
 
 from conversations import events
 from conversations.domain import ChatMessage, StreamEvent, ToolSpec
-from conversations.models import Budget, LanguageModel, Message, ModelCall, Profile, Provider, Run
+from conversations.models import (
+    Budget,
+    BudgetCounter,
+    LanguageModel,
+    Message,
+    ModelCall,
+    Profile,
+    Provider,
+    Run,
+)
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.options import CompletionOptions
 from conversations.selectors import get_history
@@ -254,6 +263,10 @@ def test_a_stopped_stream_is_charged_an_estimate_that_a_budget_then_blocks(user,
         (call,) = ModelCall.objects.filter(run=run)
         assert call.estimated and call.prompt_tokens > 0
         assert call.prompt_tokens + call.completion_tokens > 5  # the estimate passes the budget
+        # The call's reservation (its prompt and up to 4,096 tokens written) was replaced
+        # by the estimate, not added to it.
+        counter = BudgetCounter.objects.get()
+        assert (counter.tokens, counter.calls) == (call.prompt_tokens + call.completion_tokens, 1)
         stored = Message.objects.filter(run=run, role="assistant").first()
         if stored is not None:  # text arrived before the stop was seen
             assert stored.finish_reason == CANCELLED_FINISH_REASON and stored.usage_estimated
