@@ -3,7 +3,11 @@
 The budgets are checked (and the call's estimate reserved) before the
 request; the answer is streamed to watchers through ``live`` when the
 profile streams, else asked for whole; a request that fails is recorded in
-the ledger as failed (giving back its reservation) and raised.
+the ledger as failed (giving back its reservation) and raised. A stream that
+ended without the provider's usage (stopped, cut at a deadline, broken off
+after its first delta) is charged tokens estimated from its text instead,
+which settle the reservation as reported usage does; the text a stop or a
+deadline cut short is kept as a turn.
 """
 
 from __future__ import annotations
