@@ -6,7 +6,7 @@ Adding a NOT NULL column (and the provider's check constraint) rebuilds
 trip (and then drop) the triggers on and around them; so every rule is
 dropped first and installed again at the end from
 ``conversations.models.rules`` (docs/adr/0018). No rule changes here, so
-this migration records no ``RULES_DIGEST``: ``0017`` stays the one that was
+this migration records no ``RULES_DIGEST``: ``0019`` stays the latest one
 written for the current definitions. PostgreSQL adds the columns in place
 and keeps its rules.
 """
@@ -31,7 +31,7 @@ def _install_rules(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0017_rules_from_one_place'),
+        ('conversations', '0019_redaction_clears_a_decided_reason'),
     ]
 
     operations = [
