@@ -91,6 +91,9 @@ class ConversationsSettings:
     MAX_JSON_DEPTH: int = 64
     """Deepest nesting accepted in a request body or in tool arguments; deeper provider
     arguments are kept as raw text and never executed."""
+    MAX_SCHEMA_BYTES: int = 64 * 1024
+    """Largest output schema accepted (its canonical JSON, UTF-8 bytes); a larger one is a
+    400 (invalid_schema) in the API and an ``InvalidArgumentError`` in Python."""
     EVENTS_URL: str = ""
     """How live events of runs travel between processes: empty (in-process only),
     a Redis URL (``redis://host:6379/0``) or ``postgres`` (LISTEN/NOTIFY on the default database)."""

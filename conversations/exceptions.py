@@ -14,6 +14,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── RunNotRunning                       the run has already ended (cancel too late)
     │   └── RunFencedOut                    this process no longer holds the run it drives
     ├── RunAlreadyClaimed                   another process already executes the run
+    ├── ExtractionFailed                    extract()'s run ended without valid output (``run``)
     ├── WouldSplitToolCall                  a fork cut would leave a call without its result
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
     ├── SearchTimeout                       a search ran past its time bound (``SEARCH_TIMEOUT_SECONDS``)
@@ -45,6 +46,7 @@ __all__ = [
     "ConversationBusy",
     "ConversationsError",
     "ExecutorUnavailable",
+    "ExtractionFailed",
     "InvalidArgumentError",
     "MCPServerError",
     "ProviderAuthenticationError",
@@ -134,6 +136,17 @@ class RunCancelled(ConversationsError):
     """The run was cancelled; raised inside the loop at a step boundary."""
 
     code = "run_cancelled"
+
+
+class ExtractionFailed(ConversationsError):
+    """``extract()``'s run ended without a valid output; ``code`` is the run's error code
+    (``output_invalid`` after a failed repair turn), ``run`` the stored run."""
+
+    code = "extraction_failed"
+
+    def __init__(self, message: str, *, code: str | None = None, run: object = None) -> None:
+        super().__init__(message, code=code)
+        self.run = run
 
 
 class WouldSplitToolCall(ConversationsError):

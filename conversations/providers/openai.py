@@ -44,6 +44,7 @@ from .base import (
 from .conversion import require_offered_tool
 from .openai_stream import OpenAIStreamParser
 from .streaming import StreamParser
+from .structured import openai_response_format
 
 __all__ = [
     "AZURE_STREAM_OPTIONS_SINCE",
@@ -386,6 +387,8 @@ class OpenAIProvider(HTTPProvider):
             payload[self.preset.max_tokens_key] = options.max_tokens
         if options.stop:
             payload["stop"] = list(options.stop)
+        if options.output_schema is not None:
+            payload["response_format"] = openai_response_format(options.output_schema)
         payload.update(options.extra)
         return payload
 

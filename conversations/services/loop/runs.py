@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
@@ -33,6 +33,7 @@ from conversations.exceptions import (
 )
 from conversations.models import BUSY_RUN_STATUSES, Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
+from conversations.models.output import OutputSchema, output_column
 from conversations.providers.base import ChatProvider
 from conversations.selectors import (
     ToolSettings,
@@ -66,6 +67,9 @@ __all__ = [
     "worker_name",
 ]
 
+if TYPE_CHECKING:
+    from conversations.domain.output import OutputCheck
+
 logger = logging.getLogger("conversations.tool_loop")
 
 CANCEL_CHECK_INTERVAL = 0.5
@@ -94,6 +98,7 @@ def start_run(
     profile: Profile | None = None,
     provider: ChatProvider | None = None,
     max_iterations: int | None = None,
+    output_schema: OutputSchema | None = None,
 ) -> Run:
     """Create a ``running``, unclaimed run and persist the user message (if any), in one commit.
 
@@ -111,6 +116,7 @@ def start_run(
         provider=provider,
         max_iterations=max_iterations,
         claim=False,
+        output_schema=output_schema,
     ).run
 
 
@@ -145,6 +151,7 @@ def begin_turn(
     provider: ChatProvider | None,
     max_iterations: int | None,
     claim: bool,
+    output_schema: OutputSchema | None = None,
 ) -> StartedTurn:
     """:func:`start_run` with ``profile`` already resolved; ``claim=True``: this process executes it.
 
@@ -170,6 +177,7 @@ def begin_turn(
         "max_iterations": cap,
         "provider": provider_name,
         "model": profile.language_model.model_id if profile else "",
+        "output_schema": output_schema or getattr(profile, "output_schema", None),
     }
 
     message = None if content is None else ChatMessage.user(content)  # checked before any write
@@ -349,8 +357,9 @@ def finish_run(
     error_code: str = "",
     error_message: str = "",
     answered: bool = False,
+    output: OutputCheck | None = None,
 ) -> Run:
-    """End the run; calls still open are answered so the history stays valid.
+    """End the run (and store ``output``, its validated answer); open calls are answered.
 
     Fenced: when this process no longer holds the run (recovery ended it
     meanwhile), nothing is written, and the run is returned as it is stored.
@@ -371,6 +380,7 @@ def finish_run(
             final_content=final_content,
             error_code=error_code,
             error_message=error_message[:2000],
+            **({"output": output_column(output.value)} if output and output.valid else {}),
         )
         if ended and not answered:
             answer_open_calls(conversation=run.conversation, status=open_status, run=run)
@@ -379,6 +389,7 @@ def finish_run(
         return reload_run(run)
     run.status, run.finished_at, run.final_content = status, finished_at, final_content
     run.error_code, run.error_message = error_code, error_message[:2000]
+    run.output = output.value if output and output.valid else run.output
     signals.run_finished.send(sender=Run, run=run)
     return run
 
