@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from django.db import IntegrityError, transaction
 
@@ -13,11 +14,13 @@ from conversations.exceptions import ExtractionFailed, InvalidArgumentError
 from conversations.models import Conversation, ModelCall, OutputSchema, Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.demo_output import SAMPLE_SCHEMAS
+from conversations.providers.openai import OpenAIProvider
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.providers.structured import OUTPUT_TOOL_NAME
 from conversations.selectors import get_history
 from conversations.services import extract, run_tool_loop, store_output_schema, submit_message
 from conversations.tools import registry, tool
+from tests.providers.mock_http import provider_with_replies
 
 pytestmark = pytest.mark.django_db
 
@@ -200,3 +203,32 @@ def test_extract_raises_with_the_runs_code_when_no_valid_output_came(user, profi
         extract(profile=profile, content="x", schema=schema, owner=user)
     assert caught.value.code == "output_invalid"
     assert caught.value.run.status == Run.Status.FAILED
+
+
+def openai_answer(content: str) -> httpx.Response:
+    message = {"role": "assistant", "content": content}
+    return httpx.Response(
+        200, json={"model": "gpt", "choices": [{"message": message, "finish_reason": "stop"}]}
+    )
+
+
+def test_an_http_adapters_parsed_answer_becomes_the_runs_output(conversation):
+    provider, requests, _ = provider_with_replies(OpenAIProvider, openai_answer(VALID), api_key="k")
+    run = run_tool_loop(
+        conversation=conversation, content="Rate it", provider=provider, output_schema=SCHEMA
+    )
+    assert run.status == Run.Status.COMPLETED
+    assert run.output == {"label": "positive", "confidence": 0.9}
+    assert json.loads(requests[0].content)["response_format"]["json_schema"]["strict"] is True
+
+
+def test_a_10_mb_output_is_cut_by_the_response_size_limit_with_a_clear_error(conversation):
+    huge = json.dumps({"label": "positive", "confidence": 0.5, "pad": "x" * (10 * 1024 * 1024)})
+    provider, _, _ = provider_with_replies(OpenAIProvider, openai_answer(huge), api_key="k")
+    run = run_tool_loop(
+        conversation=conversation, content="Rate it", provider=provider, output_schema=SCHEMA
+    )
+    assert run.status == Run.Status.FAILED
+    assert run.error_code == "invalid_response"
+    assert "larger than 10485760 bytes" in run.error_message
+    assert run.output is None
