@@ -10,6 +10,9 @@ from conversations.models import Conversation, OutputSchema, Run
 from conversations.providers.demo_output import SAMPLE_SCHEMAS
 from tests.domain.test_output import RECURSIVE
 
+from .test_ai_sdk import chat_body, chat_url, chunks_of, user_message
+from .test_event_deltas import parse as parse_events
+
 pytestmark = pytest.mark.django_db
 
 SENTIMENT = SAMPLE_SCHEMAS["sentiment"]
@@ -165,3 +168,49 @@ def test_runs_can_be_filtered_by_output_schema(api, demo_conversation):
     assert [run["output_schema"] for run in runs] == [schema_sha256(SENTIMENT)]
     assert len(api.get(url).json()["results"]) == 2
     assert Run.objects.count() == 2
+
+
+# Live: the event stream and the AI SDK stream --------------------------------------------
+
+
+def events_of(api, run_id):
+    response = api.get(reverse("conversations:run-events", args=[run_id]))
+    return parse_events(b"".join(response.streaming_content))
+
+
+def test_the_event_stream_carries_the_output_before_run_finished(api, demo_conversation):
+    run = post(api, demo_conversation, SENTIMENT).json()["run"]
+    received = events_of(api, run["id"])
+    assert [event["event"] for event in received][-2:] == ["output", "run_finished"]
+    output = received[-2]
+    assert output["data"] == {"output": run["output"], "output_schema": schema_sha256(SENTIMENT)}
+    assert output["id"] == received[-1]["id"] - 1
+
+
+def test_a_run_without_a_schema_or_that_failed_has_no_output_event(api, demo_conversation):
+    plain = api.post(messages_url(demo_conversation), {"content": "hi"}, format="json")
+    failed = post(api, demo_conversation, {"not": {}})
+    for answer in (plain, failed):
+        kinds = [event["event"] for event in events_of(api, answer.json()["run"]["id"])]
+        assert "output" not in kinds
+        assert kinds[-1] == "run_finished"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_ai_sdk_stream_carries_a_data_output_part(api, demo_conversation):
+    body = chat_body(user_message("Rate this"), output_schema=SENTIMENT)
+    response = api.post(chat_url(demo_conversation), body, format="json")
+    assert response.status_code == 200
+    chunks = chunks_of(response)
+    run = Run.objects.get()
+    parts = [chunk for chunk in chunks if chunk["type"] == "data-output"]
+    assert parts == [{"type": "data-output", "id": "output", "data": run.output}]
+    assert [chunk["type"] for chunk in chunks][-1] == "finish"
+
+
+def test_the_ai_sdk_request_refuses_an_invalid_schema(api, demo_conversation):
+    body = chat_body(user_message("Rate this"), output_schema={"type": "nope"})
+    response = api.post(chat_url(demo_conversation), body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["pointer"] == "/output_schema/type"
+    assert not Run.objects.exists()
