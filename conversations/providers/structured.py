@@ -3,8 +3,9 @@
 The adapters call these from their ``build_payload``; what a vendor cannot
 enforce is still checked by the loop (``jsonschema``, one repair turn):
 
-- OpenAI and compatibles: ``response_format`` ``json_schema``, ``strict``
-  only when the schema is inside OpenAI's strict subset (logged once per schema);
+- OpenAI and compatibles: ``response_format`` ``json_schema`` (the Responses
+  API: ``text.format``), ``strict`` only when the schema is inside OpenAI's
+  strict subset (logged once per schema);
 - Anthropic: ``output_config.format`` on the models that support structured
   output; otherwise a forced tool whose input is the answer, but only with
   extended thinking off and no other tool offered (a forced tool with
@@ -37,6 +38,7 @@ __all__ = [
     "gemini_output",
     "ollama_format",
     "openai_response_format",
+    "responses_text_format",
     "unwrap_output_tool",
 ]
 
@@ -53,7 +55,25 @@ _LOGGED_MAX: Final = 4096
 
 
 def openai_response_format(spec: OutputSpec) -> dict[str, Any]:
-    """``response_format``: strict when the schema is inside the strict subset."""
+    """Chat Completions' ``response_format``: strict when the schema is inside the strict subset."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": spec.name, "schema": dict(spec.schema), "strict": _strict(spec)},
+    }
+
+
+def responses_text_format(spec: OutputSpec) -> dict[str, Any]:
+    """The Responses API's ``text.format``: the same decision, its flatter shape."""
+    return {
+        "type": "json_schema",
+        "name": spec.name,
+        "schema": dict(spec.schema),
+        "strict": _strict(spec),
+    }
+
+
+def _strict(spec: OutputSpec) -> bool:
+    """Whether OpenAI may enforce ``spec`` strictly; the decision is logged once per schema."""
     problem = strict_subset_problem(spec.schema)
     strict = problem is None
     key = (spec.sha256, strict)
@@ -68,10 +88,7 @@ def openai_response_format(spec: OutputSpec) -> dict[str, Any]:
             logger.info(
                 "output schema %s: strict false (%s); validated locally", spec.sha256[:12], problem
             )
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": spec.name, "schema": dict(spec.schema), "strict": strict},
-    }
+    return strict
 
 
 def anthropic_supports_native_output(model: str) -> bool:

@@ -19,8 +19,11 @@ from conversations.providers.demo_output import SAMPLE_SCHEMAS
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
+from conversations.providers.openai_responses import OpenAIResponsesProvider
 from conversations.providers.structured import OUTPUT_TOOL_NAME, unwrap_output_tool
 from tests.providers.mock_http import provider_with_replies
+from tests.providers.responses_conformance import assert_valid_request
+from tests.providers.responses_server import message_item, response_body
 
 STRICT = {
     "type": "object",
@@ -216,3 +219,15 @@ def test_only_a_lone_call_of_the_output_tool_is_taken_for_the_answer():
     )
     response = CompletionResponse(content="", model="m", tool_calls=calls)
     assert unwrap_output_tool(response) is response
+
+
+def test_the_responses_api_asks_for_a_json_schema_text_format_its_sdk_accepts():
+    reply = httpx.Response(200, json=response_body([message_item("msg_1", ANSWER)]))
+    provider, requests, _ = provider_with_replies(OpenAIResponsesProvider, reply, api_key="k")
+    response = provider.complete(ASK, options=options("gpt-5-mini", LOOSE))
+    body = body_of(requests)
+    assert body["text"] == {
+        "format": {"type": "json_schema", "name": "output", "schema": LOOSE, "strict": False}
+    }
+    assert_valid_request(body)
+    assert json.loads(response.content) == {"label": "yes"}
