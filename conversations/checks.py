@@ -32,6 +32,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         "MAX_JSON_DEPTH",
         "MAX_STREAMS_PER_USER",
         "MAX_SCHEMA_BYTES",
+        "MAX_RUNS_PER_USER",
     )
     for name in positive_ints:
         value = getattr(conf, name)

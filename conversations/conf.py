@@ -32,6 +32,7 @@ __all__ = [
     "ConversationsSettings",
     "app_settings",
     "demo_stream_delay",
+    "max_runs_per_user",
     "positive_setting",
     "tool_concurrency",
     "tool_timeout",
@@ -88,6 +89,9 @@ class ConversationsSettings:
     """What redaction writes in place of contents, tool arguments and results."""
     MAX_STREAMS_PER_USER: int = 10
     """Event streams one user may hold open at once; the next one is a 429 (too_many_streams)."""
+    MAX_RUNS_PER_USER: int = 4
+    """Runs one user may have running at once (all conversations); the next one is a 429
+    (``too_many_runs``). Runs waiting for an approval hold no connection and do not count."""
     MAX_JSON_DEPTH: int = 64
     """Deepest nesting accepted in a request body or in tool arguments; deeper provider
     arguments are kept as raw text and never executed."""
@@ -158,6 +162,11 @@ def demo_stream_delay() -> float:
             f"got {value!r}."
         )
     return float(value)
+
+
+def max_runs_per_user() -> int:
+    """``MAX_RUNS_PER_USER``, validated (see :func:`positive_setting`)."""
+    return int(positive_setting("MAX_RUNS_PER_USER", integer=True))
 
 
 def unknown_keys() -> list[str]:

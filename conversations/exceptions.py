@@ -19,6 +19,7 @@ to clients unchanged, so codes are part of the public contract.
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
     ├── SearchTimeout                       a search ran past its time bound (``SEARCH_TIMEOUT_SECONDS``)
     ├── BudgetExceeded                      a blocking budget is used up (``budget``, ``resets_at``)
+    ├── TooManyRuns                         the user already has as many runs running as allowed
     ├── MCPServerError                      an MCP server could not be reached or answered garbage
     └── ProviderError                       talking to a model provider failed
         ├── ProviderConnectionError         no answer (DNS, refused, reset)
@@ -62,6 +63,7 @@ __all__ = [
     "RunFencedOut",
     "RunNotRunning",
     "SearchTimeout",
+    "TooManyRuns",
     "WouldSplitToolCall",
 ]
 
@@ -202,6 +204,16 @@ class BudgetExceeded(ConversationsError):
         super().__init__(message)
         self.budget = budget
         self.resets_at = resets_at
+
+
+class TooManyRuns(ConversationsError):
+    """The user already has ``limit`` runs running (``MAX_RUNS_PER_USER``); none more may start."""
+
+    code = "too_many_runs"
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class MCPServerError(ConversationsError):

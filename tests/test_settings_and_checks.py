@@ -36,6 +36,8 @@ def test_a_clean_configuration_has_no_messages():
         ({"MAX_ITERATIONS": 0}, ["conversations.E001"]),
         ({"TOOL_RESULT_MAX_BYTES": "big"}, ["conversations.E001"]),
         ({"RUN_LEASE_SECONDS": True}, ["conversations.E001"]),
+        ({"MAX_RUNS_PER_USER": 0}, ["conversations.E001"]),
+        ({"MAX_RUNS_PER_USER": "4"}, ["conversations.E001"]),
         ({"EXECUTOR": "threads"}, ["conversations.E002"]),
         ({"HTTP_MAX_RETRIES": -1}, ["conversations.E003"]),
         ({"HTTP_TIMEOUT": 0}, ["conversations.E004"]),

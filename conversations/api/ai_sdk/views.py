@@ -343,8 +343,9 @@ class ChatView(ConversationsAPIView):
             409: ERR_409,
             413: error_response("The new message is larger than allowed (`content_too_large`)."),
             429: error_response(
-                "Too many messages (`throttled`) or event streams (`too_many_streams`), or a "
-                "blocking budget is used up (`budget_exceeded`)."
+                "Too many messages (`throttled`), event streams (`too_many_streams`) or "
+                "running runs (`too_many_runs`), or a blocking budget is used up "
+                "(`budget_exceeded`)."
             ),
             503: error_response(
                 "The profile is unusable (`configuration_error`, ...) or the task queue "

@@ -155,9 +155,9 @@ class ConversationMessagesView(ConversationsAPIView):
             409: ERR_409,
             413: _error("The content is larger than allowed (`content_too_large`)."),
             429: _error(
-                "Too many messages (`throttled`), or a blocking budget is used up "
-                "(`budget_exceeded`, no run started); see `Retry-After` (absent when the "
-                "budget never resets)."
+                "Too many messages (`throttled`), `MAX_RUNS_PER_USER` runs already running "
+                "(`too_many_runs`), or a blocking budget is used up (`budget_exceeded`); no "
+                "run started. See `Retry-After` (absent when the budget never resets)."
             ),
             502: OpenApiResponse(RunFailureSerializer, description="The provider failed."),
             503: OpenApiResponse(

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from conversations import signals
 from conversations.conf import app_settings
+from conversations.database import release_pooled_connections
 from conversations.domain import ChatMessage
 from conversations.exceptions import (
     ApprovalPending,
@@ -48,6 +49,7 @@ from ..usage.prices import Prices
 from .fencing import fenced
 from .hot_path import open_turn
 from .recovery import recover_runs
+from .run_limits import reserve_run_capacity
 from .tool_calls import answer_open_calls
 
 __all__ = [
@@ -106,7 +108,8 @@ def start_run(
     calls left open by an earlier run are answered as interrupted, so a
     crashed turn never blocks the next one. Raises :class:`ConversationBusy`
     when another run is running, :class:`ApprovalPending` when one waits for
-    an approval.
+    an approval, :class:`TooManyRuns` when the conversation's owner already
+    has ``MAX_RUNS_PER_USER`` runs running.
     """
     profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
     return begin_turn(
@@ -215,6 +218,8 @@ def _open_turn(
     read_history: bool,
 ) -> StartedTurn:
     with transaction.atomic():
+        # Before the insert, under a per-user lock: two requests never both take the last place.
+        reserve_run_capacity(user_id=conversation.owner_id)
         try:
             run = Run.objects.create(**fields)
         except IntegrityError:
@@ -450,6 +455,8 @@ class Heartbeat:
                 try:
                     # Fenced like every write: a run ended by recovery stays ended.
                     fenced(self.run).update(heartbeat_at=timezone.now())
+                    # Minutes until the next beat: the pool's connection serves others meanwhile.
+                    release_pooled_connections()
                 except DatabaseError:
                     # A busy pool or a dropped connection: this beat is lost, not
                     # the next ones (a dead thread would let the lease expire).
