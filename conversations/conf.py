@@ -92,6 +92,11 @@ class ConversationsSettings:
     MAX_RUNS_PER_USER: int = 4
     """Runs one user may have running at once (all conversations); the next one is a 429
     (``too_many_runs``). Runs waiting for an approval hold no connection and do not count."""
+    LOGIN_FAILURE_LIMIT: int = 5
+    """Failed logins on the chat's login page, per username and per client address, before
+    it answers 429 until ``LOGIN_FAILURE_WINDOW_SECONDS`` after the first one."""
+    LOGIN_FAILURE_WINDOW_SECONDS: int = 300
+    """The window in which ``LOGIN_FAILURE_LIMIT`` failures are counted (cache timeout)."""
     MAX_JSON_DEPTH: int = 64
     """Deepest nesting accepted in a request body or in tool arguments; deeper provider
     arguments are kept as raw text and never executed."""

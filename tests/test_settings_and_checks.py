@@ -38,6 +38,8 @@ def test_a_clean_configuration_has_no_messages():
         ({"RUN_LEASE_SECONDS": True}, ["conversations.E001"]),
         ({"MAX_RUNS_PER_USER": 0}, ["conversations.E001"]),
         ({"MAX_RUNS_PER_USER": "4"}, ["conversations.E001"]),
+        ({"LOGIN_FAILURE_LIMIT": 0}, ["conversations.E001"]),
+        ({"LOGIN_FAILURE_WINDOW_SECONDS": 2.5}, ["conversations.E001"]),
         ({"EXECUTOR": "threads"}, ["conversations.E002"]),
         ({"HTTP_MAX_RETRIES": -1}, ["conversations.E003"]),
         ({"HTTP_TIMEOUT": 0}, ["conversations.E004"]),
