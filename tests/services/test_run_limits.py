@@ -11,7 +11,7 @@ from conversations.exceptions import TooManyRuns
 from conversations.models import Conversation, Message, Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import run_tool_loop, start_run
-from conversations.services.loop.runs import Heartbeat
+from conversations.services.loop.heartbeat import Heartbeat
 from conversations.tools import registry, tool
 
 WAIT = 10.0

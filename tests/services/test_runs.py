@@ -31,9 +31,9 @@ from conversations.selectors import get_history
 from conversations.services import append_messages, execute_run, run_tool_loop
 from conversations.services.loop import runs as runs_service
 from conversations.services.loop.executors import submit_run
+from conversations.services.loop.heartbeat import Heartbeat
 from conversations.services.loop.runs import (
     CANCEL_CHECK_INTERVAL,
-    Heartbeat,
     cancel_run,
     claim_run,
     start_run,

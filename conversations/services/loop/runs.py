@@ -11,18 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import signals
 from conversations.conf import app_settings
-from conversations.database import release_pooled_connections
 from conversations.domain import ChatMessage
 from conversations.exceptions import (
     ApprovalPending,
@@ -55,7 +52,6 @@ from .tool_calls import answer_open_calls
 __all__ = [
     "CANCEL_CHECK_INTERVAL",
     "CancelWatch",
-    "Heartbeat",
     "StartedTurn",
     "begin_turn",
     "cancel_run",
@@ -417,53 +413,6 @@ def finish_run_after_error(*, run: Run, exc: BaseException) -> None:
     except Exception:
         # The database may be what failed; recovery will end the run later.
         logger.exception("run %s: could not record the failure", run.pk)
-
-
-class Heartbeat:
-    """Refreshes the run's heartbeat from a background thread while the loop works.
-
-    Between steps the loop refreshes it itself; this thread covers long
-    provider calls and long tools, so recovery never takes a live run for a
-    dead one. It beats every ``interval`` seconds (a third of the lease) and
-    uses its own database connection.
-    """
-
-    def __init__(self, run: Run, *, interval: float) -> None:
-        self.run = run
-        self.run_id: uuid.UUID = run.pk
-        self.interval = max(interval, 0.05)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> Heartbeat:
-        self._thread = threading.Thread(
-            target=self._beat, name=f"heartbeat-{self.run_id}", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _beat(self) -> None:
-        from django.db import connection
-
-        try:
-            while not self._stop.wait(self.interval):
-                try:
-                    # Fenced like every write: a run ended by recovery stays ended.
-                    fenced(self.run).update(heartbeat_at=timezone.now())
-                    # Minutes until the next beat: the pool's connection serves others meanwhile.
-                    release_pooled_connections()
-                except DatabaseError:
-                    # A busy pool or a dropped connection: this beat is lost, not
-                    # the next ones (a dead thread would let the lease expire).
-                    logger.warning("run %s: heartbeat failed, trying again", self.run_id)
-                    connection.close()
-        finally:
-            connection.close()
 
 
 class CancelWatch:

@@ -62,6 +62,7 @@ from ..configuration.providers import build_provider, close_provider
 from ..usage import tracing
 from .approvals import held_calls, send_requested
 from .asking import ask
+from .heartbeat import Heartbeat
 from .live import LiveRun
 from .output import (
     OUTPUT_INVALID,
@@ -74,7 +75,6 @@ from .output import (
 from .rounds import RequestSetup, Round, TurnState, request_setup
 from .runs import (
     CancelWatch,
-    Heartbeat,
     StartedTurn,
     begin_turn,
     claim_run,
