@@ -31,6 +31,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         "MAX_CONTENT_BYTES",
         "MAX_JSON_DEPTH",
         "MAX_STREAMS_PER_USER",
+        "MAX_SCHEMA_BYTES",
+        "MAX_RUNS_PER_USER",
+        "LOGIN_FAILURE_LIMIT",
+        "LOGIN_FAILURE_WINDOW_SECONDS",
     )
     for name in positive_ints:
         value = getattr(conf, name)

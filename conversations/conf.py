@@ -32,6 +32,7 @@ __all__ = [
     "ConversationsSettings",
     "app_settings",
     "demo_stream_delay",
+    "max_runs_per_user",
     "positive_setting",
     "tool_concurrency",
     "tool_timeout",
@@ -88,9 +89,20 @@ class ConversationsSettings:
     """What redaction writes in place of contents, tool arguments and results."""
     MAX_STREAMS_PER_USER: int = 10
     """Event streams one user may hold open at once; the next one is a 429 (too_many_streams)."""
+    MAX_RUNS_PER_USER: int = 4
+    """Runs one user may have running at once (all conversations); the next one is a 429
+    (``too_many_runs``). Runs waiting for an approval hold no connection and do not count."""
+    LOGIN_FAILURE_LIMIT: int = 5
+    """Failed logins on the chat's login page, per username and per client address, before
+    it answers 429 until ``LOGIN_FAILURE_WINDOW_SECONDS`` after the first one."""
+    LOGIN_FAILURE_WINDOW_SECONDS: int = 300
+    """The window in which ``LOGIN_FAILURE_LIMIT`` failures are counted (cache timeout)."""
     MAX_JSON_DEPTH: int = 64
     """Deepest nesting accepted in a request body or in tool arguments; deeper provider
     arguments are kept as raw text and never executed."""
+    MAX_SCHEMA_BYTES: int = 64 * 1024
+    """Largest output schema accepted (its canonical JSON, UTF-8 bytes); a larger one is a
+    400 (invalid_schema) in the API and an ``InvalidArgumentError`` in Python."""
     EVENTS_URL: str = ""
     """How live events of runs travel between processes: empty (in-process only),
     a Redis URL (``redis://host:6379/0``) or ``postgres`` (LISTEN/NOTIFY on the default database)."""
@@ -155,6 +167,11 @@ def demo_stream_delay() -> float:
             f"got {value!r}."
         )
     return float(value)
+
+
+def max_runs_per_user() -> int:
+    """``MAX_RUNS_PER_USER``, validated (see :func:`positive_setting`)."""
+    return int(positive_setting("MAX_RUNS_PER_USER", integer=True))
 
 
 def unknown_keys() -> list[str]:

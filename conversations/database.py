@@ -11,11 +11,17 @@ with ``Retry-After``. Any other database error is left alone (a 500).
 
 from __future__ import annotations
 
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 from psycopg_pool import PoolTimeout, TooManyRequests
 
-__all__ = ["RETRY_AFTER_SECONDS", "DatabaseBusyMiddleware", "database_busy"]
+__all__ = [
+    "RETRY_AFTER_SECONDS",
+    "DatabaseBusyMiddleware",
+    "database_busy",
+    "release_pooled_connections",
+]
 
 RETRY_AFTER_SECONDS = 2
 """The ``Retry-After`` of a 503 for want of a connection: the pool frees one per
@@ -59,3 +65,18 @@ class DatabaseBusyMiddleware(MiddlewareMixin):
             content_type="text/plain; charset=utf-8",
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
+
+
+def release_pooled_connections() -> None:
+    """Give this thread's pooled connections back to their pool, when none is inside a transaction.
+
+    For a thread about to wait a long time without the database (the loop
+    while tools run, the heartbeat between beats): a pooled connection it kept
+    would be one less for every other request. The next query takes one from
+    the pool again. Connections without a pool are left open: reconnecting
+    costs more than the idle connection.
+    """
+    for connection in connections.all(initialized_only=True):
+        pooled = connection.settings_dict.get("OPTIONS", {}).get("pool")
+        if pooled and connection.connection is not None and not connection.in_atomic_block:
+            connection.close()

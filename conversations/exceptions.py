@@ -14,10 +14,12 @@ to clients unchanged, so codes are part of the public contract.
     ├── RunNotRunning                       the run has already ended (cancel too late)
     │   └── RunFencedOut                    this process no longer holds the run it drives
     ├── RunAlreadyClaimed                   another process already executes the run
+    ├── ExtractionFailed                    extract()'s run ended without valid output (``run``)
     ├── WouldSplitToolCall                  a fork cut would leave a call without its result
     ├── ExecutorUnavailable                 the task queue refused a run (broker down)
     ├── SearchTimeout                       a search ran past its time bound (``SEARCH_TIMEOUT_SECONDS``)
     ├── BudgetExceeded                      a blocking budget is used up (``budget``, ``resets_at``)
+    ├── TooManyRuns                         the user already has as many runs running as allowed
     ├── MCPServerError                      an MCP server could not be reached or answered garbage
     └── ProviderError                       talking to a model provider failed
         ├── ProviderConnectionError         no answer (DNS, refused, reset)
@@ -45,6 +47,7 @@ __all__ = [
     "ConversationBusy",
     "ConversationsError",
     "ExecutorUnavailable",
+    "ExtractionFailed",
     "InvalidArgumentError",
     "MCPServerError",
     "ProviderAuthenticationError",
@@ -60,6 +63,7 @@ __all__ = [
     "RunFencedOut",
     "RunNotRunning",
     "SearchTimeout",
+    "TooManyRuns",
     "WouldSplitToolCall",
 ]
 
@@ -136,6 +140,17 @@ class RunCancelled(ConversationsError):
     code = "run_cancelled"
 
 
+class ExtractionFailed(ConversationsError):
+    """``extract()``'s run ended without a valid output; ``code`` is the run's error code
+    (``output_invalid`` after a failed repair turn), ``run`` the stored run."""
+
+    code = "extraction_failed"
+
+    def __init__(self, message: str, *, code: str | None = None, run: object = None) -> None:
+        super().__init__(message, code=code)
+        self.run = run
+
+
 class WouldSplitToolCall(ConversationsError):
     """A branch cut there would copy a tool call without the message that answers it."""
 
@@ -189,6 +204,16 @@ class BudgetExceeded(ConversationsError):
         super().__init__(message)
         self.budget = budget
         self.resets_at = resets_at
+
+
+class TooManyRuns(ConversationsError):
+    """The user already has ``limit`` runs running (``MAX_RUNS_PER_USER``); none more may start."""
+
+    code = "too_many_runs"
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class MCPServerError(ConversationsError):

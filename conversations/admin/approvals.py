@@ -4,6 +4,11 @@ Each decision goes through ``decide_approval`` (the same rules as the API: an
 owner-level call is decided by the conversation's owner, a staff-level one by
 a holder of ``conversations.approve_toolcall`` who does not own the
 conversation). Decisions are final, so the rows themselves are read-only.
+
+The inbox offers only what the viewer can do: the bulk actions decide the
+selected calls the viewer may decide and report the others as skipped, with
+why; a call's page has Approve and Reject buttons only while it is pending
+and the viewer may decide it.
 """
 
 from __future__ import annotations
@@ -11,12 +16,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
 
 from conversations.exceptions import ConversationsError
 from conversations.models import ToolApproval
 from conversations.services import decide_approval
+from conversations.services.approvals import can_decide
 from conversations.tools import registry
 
 from .display import ReadOnlyAdmin, object_link, pretty_json
@@ -92,6 +101,7 @@ class ToolApprovalAdmin(ReadOnlyAdmin):
         "last_messages",
     )
     fields = readonly_fields
+    change_form_template = "conversations/admin/toolapproval_change_form.html"
 
     @admin.display(description="tool", ordering="tool_call__name")
     def tool_name(self, obj: ToolApproval) -> str:
@@ -131,18 +141,74 @@ class ToolApprovalAdmin(ReadOnlyAdmin):
         )
 
     def _decide(self, request: HttpRequest, queryset: Any, *, approved: bool) -> None:
-        done = 0
+        done, skipped = 0, []
         for approval in queryset.select_related("tool_call", "run__conversation"):
-            try:
-                decide_approval(approval=approval, user=request.user, approved=approved)
-            except ConversationsError as exc:
-                label = f"{approval.tool_call.name} ({approval.tool_call.call_id})"
-                self.message_user(request, f"{label}: {exc.detail}", messages.ERROR)
-            else:
-                done += 1
+            label = f"{approval.tool_call.name} ({approval.tool_call.call_id})"
+            why = _why_not(approval, request.user)
+            if why is None:
+                try:
+                    decide_approval(approval=approval, user=request.user, approved=approved)
+                except ConversationsError as exc:  # decided meanwhile, by someone else
+                    why = exc.detail
+                else:
+                    done += 1
+                    continue
+            skipped.append(f"{label}: {why}")
         verb = "Approved" if approved else "Rejected"
         if done:
             self.message_user(request, f"{verb} {done} tool call(s).")
+        if skipped:
+            self.message_user(
+                request,
+                f"Skipped {len(skipped)} tool call(s): " + "; ".join(skipped) + ".",
+                messages.WARNING,
+            )
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        approval = self.get_object(request, object_id)
+        decidable = approval is not None and _why_not(approval, request.user) is None
+        context = {**(extra_context or {}), "can_decide": decidable}
+        return super().change_view(request, object_id, form_url, context)
+
+    def get_urls(self) -> list[URLPattern]:
+        decide = path(
+            "<path:object_id>/decide/",
+            self.admin_site.admin_view(require_POST(self.decide_view)),
+            name="conversations_toolapproval_decide",
+        )
+        return [decide, *super().get_urls()]
+
+    def decide_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Approve or reject one call from its page (``decision``: ``approve`` or ``reject``)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        approval = self.get_object(request, object_id)
+        if approval is None:
+            raise Http404("No such approval.")
+        decision = request.POST.get("decision")
+        if decision not in ("approve", "reject"):
+            self.message_user(request, "decision must be approve or reject.", messages.ERROR)
+        else:
+            try:
+                decide_approval(
+                    approval=approval,
+                    user=request.user,
+                    approved=decision == "approve",
+                    reason=request.POST.get("reason", "").strip(),
+                )
+            except ConversationsError as exc:
+                self.message_user(request, f"Not decided: {exc.detail}", messages.ERROR)
+            else:
+                verb = "Approved" if decision == "approve" else "Rejected"
+                self.message_user(request, f"{verb} {approval.tool_call.name}.")
+        url = reverse("admin:conversations_toolapproval_change", args=[approval.pk])
+        return HttpResponseRedirect(url)
 
     @admin.action(description="Approve the selected tool calls")
     def approve_calls(self, request: HttpRequest, queryset: Any) -> None:
@@ -151,3 +217,17 @@ class ToolApprovalAdmin(ReadOnlyAdmin):
     @admin.action(description="Reject the selected tool calls")
     def reject_calls(self, request: HttpRequest, queryset: Any) -> None:
         self._decide(request, queryset, approved=False)
+
+
+def _why_not(approval: ToolApproval, user: Any) -> str | None:
+    """Why ``user`` cannot decide ``approval`` now; ``None`` when they can."""
+    if approval.decision:
+        return "already decided"
+    if can_decide(approval=approval, user=user):
+        return None
+    if approval.level == ToolApproval.Level.OWNER:
+        return "only the conversation's owner may decide this call"
+    return (
+        "only a holder of the approve permission, not the conversation's owner, "
+        "may decide this call"
+    )

@@ -264,7 +264,14 @@ class RunAdmin(ReadOnlyAdmin):
     )
     list_display_links = ("started",)
     list_select_related = ("conversation",)
-    list_filter = ("status", ErrorCodeFilter, "profile", RunToolFilter, "started_at")
+    list_filter = (
+        "status",
+        ErrorCodeFilter,
+        "profile",
+        RunToolFilter,
+        "started_at",
+        ("output_schema", admin.RelatedOnlyFieldListFilter),
+    )
     search_fields = ("=id", "conversation__title", "model", "provider")
     search_help_text = "Run id (exact), conversation title, model or provider."
     date_hierarchy = "started_at"
@@ -290,6 +297,8 @@ class RunAdmin(ReadOnlyAdmin):
         "model",
         "cancel_requested",
         "final_answer",
+        "output_schema_link",
+        "structured_output",
         "trace",
     )
     fieldsets = (
@@ -311,6 +320,14 @@ class RunAdmin(ReadOnlyAdmin):
                     "cancel_requested",
                     "final_answer",
                 )
+            },
+        ),
+        (
+            "Structured output",
+            {
+                "fields": (("structured_output", "output_schema_link"),),
+                "description": "The validated JSON the run ended in, beside the schema it "
+                "satisfies; a repair turn, when there was one, is the user message in the trace.",
             },
         ),
         ("Trace", {"fields": ("trace",)}),
@@ -386,6 +403,20 @@ class RunAdmin(ReadOnlyAdmin):
         # ``final_content`` is being added to the model; show it once it exists.
         content = getattr(obj, "final_content", "") or ""
         return format_html("<pre>{}</pre>", content) if content else "-"
+
+    @admin.display(description="schema")
+    def output_schema_link(self, obj):
+        schema = obj.output_schema
+        if schema is None:
+            return "-"
+        link = object_link(schema, site=self.admin_site.name)
+        return format_html("{}<pre>{}</pre>", link, pretty_json(schema.schema))
+
+    @admin.display(description="output")
+    def structured_output(self, obj):
+        if obj.output_schema_id is None or obj.status != RunStatus.COMPLETED:
+            return "-"
+        return format_html("<pre>{}</pre>", pretty_json(obj.output))
 
     @admin.display(description="trace")
     def trace(self, obj) -> SafeString:

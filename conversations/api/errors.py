@@ -54,6 +54,7 @@ from conversations.exceptions import (
     RunCancelled,
     RunNotRunning,
     SearchTimeout,
+    TooManyRuns,
     WouldSplitToolCall,
 )
 
@@ -82,6 +83,7 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (ApprovalAlreadyDecided, status.HTTP_409_CONFLICT),
     (ApprovalForbidden, status.HTTP_403_FORBIDDEN),
     (BudgetExceeded, status.HTTP_429_TOO_MANY_REQUESTS),
+    (TooManyRuns, status.HTTP_429_TOO_MANY_REQUESTS),
     (WouldSplitToolCall, status.HTTP_409_CONFLICT),
     # The server is set up wrongly (a key reference that does not resolve, no
     # profile): not the client's fault, and not a bug (500) either.
@@ -97,6 +99,10 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (ProviderError, status.HTTP_502_BAD_GATEWAY),
 )
 """The app's exceptions and their HTTP status: the only mapping in the API."""
+
+TOO_MANY_RUNS_RETRY_AFTER: Final = 5
+"""The ``Retry-After`` of ``too_many_runs``: a run ends in seconds to minutes; a client
+that waits a little and tries again gets a place as soon as one does."""
 
 SERVICE_UNAVAILABLE: Final = "service_unavailable"
 """The code of a 503 for want of a database connection (the pool's timeout passed)."""
@@ -320,6 +326,8 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response | 
             headers["Retry-After"] = str(int(exc.retry_after))
         if isinstance(exc, BudgetExceeded) and exc.resets_at is not None:
             headers["Retry-After"] = str(_seconds_until(exc.resets_at))
+        if isinstance(exc, TooManyRuns):
+            headers["Retry-After"] = str(TOO_MANY_RUNS_RETRY_AFTER)
         code, body = (
             mapped,
             error_body(exc.code, _summary(errors) if errors else exc.detail, errors),

@@ -15,6 +15,7 @@ __all__ = [
     "ApprovalPagination",
     "ConversationPagination",
     "MessagePagination",
+    "OutputSchemaPagination",
     "RunPagination",
     "TurnPagination",
     "invalid_cursor",
@@ -88,6 +89,13 @@ class RunPagination(_CheckedCursorPagination):
 
     page_size = 20
     ordering = ("-started_at", "-id")
+
+
+class OutputSchemaPagination(_CheckedCursorPagination):
+    """The newest schema first."""
+
+    page_size = 50
+    ordering = ("-created_at", "-id")
 
 
 class ApprovalPagination(_CheckedCursorPagination):

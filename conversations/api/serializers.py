@@ -203,6 +203,12 @@ class RunListQuerySerializer(serializers.Serializer[Any]):
         "(e.g. `failed,cancelled`).",
     )
 
+    output_schema = serializers.RegexField(
+        r"^[0-9a-f]{64}$",
+        required=False,
+        help_text="Only runs asked to answer in the schema with this sha256.",
+    )
+
     def validate_status(self, value: str) -> list[str]:
         wanted = [item.strip() for item in value.split(",") if item.strip()]
         unknown = sorted(set(wanted) - set(RunStatus.values))
@@ -219,6 +225,12 @@ class MessageInputSerializer(serializers.Serializer[Any]):
         trim_whitespace=False,
         help_text="The user's text; at most CONVERSATIONS['MAX_CONTENT_BYTES'] UTF-8 bytes "
         "(default 32768), else 413 content_too_large.",
+    )
+    output_schema = serializers.JSONField(
+        required=False,
+        help_text="A JSON Schema (object) the final answer must satisfy, or the sha256 of one "
+        "you used before; the run ends in `output` (docs/structured-output.md). Default: the "
+        "profile's. 400 `invalid_schema` with the JSON pointer of a problem.",
     )
 
     default_error_messages = {"blank": "This field may not be blank."}
@@ -287,6 +299,16 @@ class RunSerializer(serializers.Serializer[Any]):
         help_text="Model calls of the run whose price was unknown (not in `cost`)."
     )
     currency = serializers.SerializerMethodField()
+    output_schema = serializers.CharField(
+        source="output_schema.sha256",
+        allow_null=True,
+        help_text="sha256 of the JSON Schema the final answer had to satisfy (null: text).",
+    )
+    output = serializers.JSONField(
+        allow_null=True,
+        help_text="The final answer parsed and validated against the output schema; null "
+        "without a schema or until the run completed.",
+    )
 
     @extend_schema_field(serializers.BooleanField())
     def get_queued(self, obj: Run) -> bool:

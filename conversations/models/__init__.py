@@ -15,7 +15,8 @@ Split by concern: ``constraints`` (the expressions the checks are built
 from), ``config`` (providers, language models, profiles, tool switches) and
 ``transcript`` (conversations, messages, tool calls, runs) and ``usage``
 (the model-call ledger, budgets and their per-period counters) and ``mcp``
-(MCP servers, the tools they list, calls of ours over MCP). Every model is
+(MCP servers, the tools they list, calls of ours over MCP) and ``output``
+(the JSON Schemas of structured output). Every model is
 importable from here, which is also where migrations find ``JSONTypeOf``;
 ``rules`` holds no model and is imported as ``conversations.models.rules``.
 """
@@ -24,6 +25,7 @@ from .approvals import ApprovalDecision, ApprovalLevel, ToolApproval
 from .config import ApprovalPolicy, LanguageModel, Profile, Provider, ToolSetting
 from .constraints import JSONTypeOf
 from .mcp import MCPCall, MCPServer, MCPTool, MCPTransport
+from .output import OutputSchema
 from .transcript import (
     BUSY_RUN_STATUSES,
     TITLE_MAX_LENGTH,
@@ -53,6 +55,7 @@ __all__ = [
     "MCPTransport",
     "Message",
     "ModelCall",
+    "OutputSchema",
     "Profile",
     "Provider",
     "Run",

@@ -204,6 +204,15 @@ class Profile(models.Model):
         help_text="Conversations whose last message is older than this many days are purged "
         "by manage.py purge_conversations; empty = kept forever.",
     )
+    output_schema = models.ForeignKey(
+        "conversations.OutputSchema",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="profiles",
+        help_text="Runs of this profile end in JSON satisfying this schema unless the "
+        "request brings its own; empty = a text answer.",
+    )
     stream = models.BooleanField(
         default=True,
         help_text="Stream answers: watchers see the text as it is written (what is stored "

@@ -351,11 +351,29 @@ class Run(models.Model):
     estimated_calls = models.PositiveIntegerField(
         default=0, help_text="Model calls of the run whose tokens are an estimate."
     )
+    output_schema = models.ForeignKey(
+        "conversations.OutputSchema",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="runs",
+        help_text="The schema the final answer had to satisfy; empty = a text answer.",
+    )
+    output = models.JSONField(
+        null=True,
+        blank=True,
+        decoder=DeepJSONDecoder,
+        help_text="The final answer, parsed and validated against the output schema.",
+    )
 
     class Meta:
         ordering = ["-started_at"]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="conversations_run_status_idx"),
+            # The outputs produced under a schema, newest first.
+            models.Index(
+                fields=["output_schema", "-started_at"], name="conversations_run_output_idx"
+            ),
         ]
         constraints = [
             # Rule 9 (a run waiting for an approval still holds its conversation)
@@ -380,6 +398,15 @@ class Run(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(status__in=RunStatus.values), name="conversations_run_status_valid"
+            ),
+            # Output is part of the run: one that had to answer in a schema and
+            # succeeded holds the validated value (JSON null is a value, not SQL NULL).
+            models.CheckConstraint(
+                condition=~Q(
+                    status=RunStatus.COMPLETED, output_schema__isnull=False, output__isnull=True
+                ),
+                name="conversations_run_output_when_completed",
+                violation_error_message="A completed run with an output schema has an output.",
             ),
             # A claim names its process: admins can tell which worker ran what.
             models.CheckConstraint(

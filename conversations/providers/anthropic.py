@@ -67,6 +67,7 @@ from .base import (
 )
 from .conversion import require_offered_tool
 from .pairing import OwedResults
+from .structured import anthropic_output
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -388,6 +389,16 @@ class AnthropicProvider(HTTPProvider):
             payload["temperature"] = min(float(options.temperature), 1.0)
         if options.stop:
             payload["stop_sequences"] = list(options.stop)
+        if options.output_schema is not None:
+            thinking = options.extra.get("thinking")
+            payload.update(
+                anthropic_output(
+                    options.output_schema,
+                    model=options.model,
+                    thinking=isinstance(thinking, Mapping) and thinking.get("type") != "disabled",
+                    tools_offered=bool(tools),
+                )
+            )
         payload.update(options.extra)
         return payload
 

@@ -44,6 +44,7 @@ from conversations.domain import (
 from conversations.domain.estimates import estimate_tokens
 
 from .base import CompletionOptions, fresh_call_id
+from .demo_output import sample_value
 
 __all__ = ["DemoProvider"]
 
@@ -163,6 +164,8 @@ class DemoProvider:
     def _response(
         self, content: str, options: CompletionOptions, prompt: int
     ) -> CompletionResponse:
+        if options.output_schema is not None:
+            content = json.dumps(sample_value(options.output_schema.schema), ensure_ascii=False)
         return CompletionResponse(
             content=content,
             model=options.model,

@@ -75,6 +75,7 @@ from .gemini_tools import (
     native_call_metadata,
 )
 from .pairing import OwedResults
+from .structured import gemini_output
 
 __all__ = [
     "METADATA_KEY",
@@ -379,6 +380,8 @@ class GeminiProvider(HTTPProvider):
             generation["maxOutputTokens"] = options.max_tokens
         if options.stop:
             generation["stopSequences"] = list(options.stop)
+        if options.output_schema is not None:
+            generation.update(gemini_output(options.output_schema, tools_offered=bool(tools)))
         if generation:
             payload["generationConfig"] = generation
         _merge_extra(payload, options.extra)

@@ -38,6 +38,7 @@ from .conversion import require_offered_tool
 from .openai import call_candidates
 from .openai_stream import ReasoningText, RebuildingParser, stream_error
 from .streaming import Delta
+from .structured import ollama_format
 
 __all__ = [
     "OllamaProvider",
@@ -265,6 +266,8 @@ class OllamaProvider(HTTPProvider):
         sampling = ollama_options(options)
         if sampling:
             payload["options"] = sampling
+        if options.output_schema is not None:
+            payload["format"] = ollama_format(options.output_schema)
         for key, value in options.extra.items():
             # extra={"options": {"num_ctx": 8192}} adds to the sampling settings
             # instead of silently replacing them.

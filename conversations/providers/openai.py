@@ -45,6 +45,7 @@ from .base import (
 from .conversion import require_offered_tool
 from .openai_stream import OpenAIStreamParser
 from .streaming import StreamParser
+from .structured import openai_response_format
 
 __all__ = [
     "AZURE_STREAM_OPTIONS_SINCE",
@@ -67,8 +68,7 @@ AZURE_STREAM_OPTIONS_SINCE: Final = "2024-09-01"
 
 _MISTRAL_ID = re.compile(r"[a-zA-Z0-9]{9}")
 _NEVER = re.compile(r"(?!)")  # makes stable_alias hash every id it is given
-# Deployment names go into the URL path; "." and ".." would walk up it.
-_AZURE_DEPLOYMENT = re.compile(r"(?!\.{1,2}\Z)[A-Za-z0-9._-]+")
+_AZURE_DEPLOYMENT = re.compile(r"(?!\.{1,2}\Z)[A-Za-z0-9._-]+")  # in the URL path: no "." or ".."
 _API_VERSION = re.compile(r"[A-Za-z0-9.-]+")
 
 
@@ -389,6 +389,8 @@ class OpenAIProvider(HTTPProvider):
             payload[self.preset.max_tokens_key] = options.max_tokens
         if options.stop:
             payload["stop"] = list(options.stop)
+        if options.output_schema is not None:
+            payload["response_format"] = openai_response_format(options.output_schema)
         payload.update(options.extra)
         return payload
 

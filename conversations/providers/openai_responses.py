@@ -52,6 +52,7 @@ from .base import TOOL_CHOICE_KEYWORDS, CompletionOptions, assign_call_ids
 from .conversion import require_offered_tool
 from .openai import OpenAIProvider, answered_call_id, openai_usage
 from .openai_responses_stream import SUMMARY_SEPARATOR, ResponsesStreamParser, response_error
+from .structured import responses_text_format
 
 __all__ = [
     "DEFAULT_INCLUDE",
@@ -279,6 +280,8 @@ class OpenAIResponsesProvider(OpenAIProvider):
             payload["temperature"] = options.temperature
         if options.max_tokens is not None:
             payload["max_output_tokens"] = options.max_tokens
+        if options.output_schema is not None:
+            payload["text"] = {"format": responses_text_format(options.output_schema)}
         payload.update(options.extra)
         return payload
 

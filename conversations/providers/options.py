@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conversations.domain import InvalidArgumentError
+from conversations.domain.output import OutputSpec
 
 __all__ = ["SAMPLING_PARAMETERS", "TOOL_CHOICE_KEYWORDS", "CompletionOptions"]
 
@@ -37,6 +38,9 @@ class CompletionOptions:
     sampling_parameters: frozenset[str] | None = None
     """The sampling parameters the model accepts (names from :data:`SAMPLING_PARAMETERS`);
     ``None`` = the adapter's default. A parameter the model does not accept is not sent."""
+    output_schema: OutputSpec | None = None
+    """The JSON Schema the answer must satisfy (a mapping is taken as one); each adapter
+    asks for it its vendor's native way (see :mod:`conversations.providers.structured`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -88,6 +92,8 @@ class CompletionOptions:
                     field="sampling_parameters",
                 )
             object.__setattr__(self, "sampling_parameters", frozenset(accepted))
+        if self.output_schema is not None and not isinstance(self.output_schema, OutputSpec):
+            object.__setattr__(self, "output_schema", OutputSpec(schema=self.output_schema))
         object.__setattr__(self, "stop", tuple(self.stop))
         object.__setattr__(self, "extra", dict(self.extra))
 

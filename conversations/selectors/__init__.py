@@ -50,6 +50,7 @@ from .listings import (
     runs_with_calls,
     with_tool_calls,
 )
+from .outputs import owned_output_schemas, owned_outputs
 
 __all__ = [
     "ToolSettings",
@@ -77,6 +78,8 @@ __all__ = [
     "message_to_domain",
     "open_tool_calls",
     "owned_conversations",
+    "owned_output_schemas",
+    "owned_outputs",
     "owned_runs",
     "owned_tool_call_exists",
     "run_messages",

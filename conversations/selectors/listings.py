@@ -138,8 +138,11 @@ def runs_with_calls(*, runs: QuerySet[Run]) -> QuerySet[Run]:
         .order_by("position")
         .prefetch_related(Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")))
     )
-    return runs.select_related("profile").prefetch_related(
-        Prefetch("messages", queryset=assistant, to_attr="assistant_messages")
+    # The output schema's digest only: its JSON can be large and is served on its own.
+    return (
+        runs.select_related("profile", "output_schema")
+        .defer("output_schema__schema")
+        .prefetch_related(Prefetch("messages", queryset=assistant, to_attr="assistant_messages"))
     )
 
 

@@ -32,6 +32,8 @@ from .history.retention import (
 )
 from .loop.approvals import approval_required
 from .loop.executors import submit_message
+from .loop.extraction import extract
+from .loop.output import store_output_schema
 from .loop.recovery import recover_runs
 from .loop.runs import cancel_run, start_run
 from .loop.tool_loop import execute_run, run_tool_loop
@@ -56,6 +58,7 @@ __all__ = [
     "erase_user",
     "execute_run",
     "export_payload",
+    "extract",
     "fork_conversation",
     "import_conversation",
     "purge_conversations",
@@ -65,6 +68,7 @@ __all__ = [
     "regenerate_answer",
     "run_tool_loop",
     "start_run",
+    "store_output_schema",
     "submit_message",
     "update_conversation",
 ]

@@ -8,9 +8,11 @@ other front end would use it.
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.views import LoginView
 from django.http import Http404, HttpRequest, HttpResponse
@@ -18,7 +20,10 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from conversations.conf import app_settings
 from conversations.models import Conversation
+
+from . import login_throttle
 
 __all__ = ["RECENT_CONVERSATIONS", "ChatLoginView", "api_root", "chat"]
 
@@ -42,10 +47,38 @@ class ChatLoginView(LoginView):
 
     The admin's login page refuses users who are not staff, so the chat does
     not send people there; after logging in they land on the chat page.
+    Wrong passwords are throttled per username and per address
+    (:mod:`conversations.web.login_throttle`): past the limit, a 429 with the
+    form and a message, the password not even checked.
     """
 
     template_name = "conversations/login.html"
     redirect_authenticated_user = True
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        username = request.POST.get("username", "")
+        if not login_throttle.is_throttled(request, username):
+            return super().post(request, *args, **kwargs)
+        window = app_settings().LOGIN_FAILURE_WINDOW_SECONDS
+        minutes = max(1, round(window / 60))
+        # An unbound form: binding it would check the password.
+        form = AuthenticationForm(request, initial={"username": username})
+        context = self.get_context_data(
+            form=form,
+            throttled=f"Too many failed logins. Try again in {minutes} minute"
+            + ("s." if minutes > 1 else "."),
+        )
+        response = self.render_to_response(context, status=429)
+        response["Retry-After"] = str(window)
+        return response
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        login_throttle.record_failure(self.request, self.request.POST.get("username", ""))
+        return super().form_invalid(form)
+
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        login_throttle.clear_username(self.request, self.request.POST.get("username", ""))
+        return super().form_valid(form)
 
     def get_default_redirect_url(self) -> str:
         return reverse("conversations_web:chat")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from conversations.domain import ToolCall
 from conversations.models import Conversation, Run, ToolApproval, ToolSetting
@@ -55,9 +56,9 @@ def page(response) -> str:
     return response.content.decode()
 
 
-def act(client, action, approvals):
+def act(client, action, approvals, query=""):
     response = client.post(
-        admin_url(ToolApproval, "changelist"),
+        admin_url(ToolApproval, "changelist") + query,
         {"action": action, "_selected_action": [a.pk for a in approvals]},
         follow=True,
     )
@@ -150,3 +151,75 @@ def test_the_cancel_action_ends_a_waiting_run(admin_client, admin_user, profile,
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
     assert calls_made == []
+
+
+def test_a_bulk_action_on_a_mix_decides_only_what_the_user_may_and_reports_the_rest(
+    admin_client, admin_user, user, profile, calls_made
+):
+    hold(user, profile, MAIL)  # owner-level, someone else's: not the admin's to decide
+    mine = hold(admin_user, profile, ToolCall(id="c_mine", name="send_mail", arguments={"to": "a"}))
+    hold(user, profile, PAY)  # staff-level, someone else's: the admin decides it
+    decided = ToolApproval.objects.get(tool_call__call_id="c_pay")
+
+    result = act(admin_client, "approve_calls", ToolApproval.objects.all())
+
+    assert "Approved 2 tool call(s)." in result
+    assert (
+        "Skipped 1 tool call(s): send_mail (c_mail): only the conversation&#x27;s owner "
+        "may decide this call." in result
+    )
+    assert sorted(calls_made) == ["pay", "send_mail"]
+    assert mine.runs.get().status == Run.Status.COMPLETED
+    assert ToolApproval.objects.get(tool_call__call_id="c_mail").decision == ""
+
+    # Selected in the list of all, a call decided before is skipped as such, never an error.
+    result = act(
+        admin_client, "reject_calls", ToolApproval.objects.filter(pk=decided.pk), "?state=all"
+    )
+    assert "Skipped 1 tool call(s): pay (c_pay): already decided." in result
+    assert ToolApproval.objects.get(pk=decided.pk).decision == "approved"
+
+
+def test_a_calls_page_offers_approve_and_reject_only_to_who_may_decide_it(
+    admin_client, admin_user, user, profile
+):
+    hold(user, profile, MAIL)
+    hold(admin_user, profile, ToolCall(id="c_mine", name="send_mail", arguments={"to": "a"}))
+    theirs = ToolApproval.objects.get(tool_call__call_id="c_mail")
+    mine = ToolApproval.objects.get(tool_call__call_id="c_mine")
+
+    assert 'value="approve"' not in page(admin_client.get(admin_url(theirs)))
+    detail = page(admin_client.get(admin_url(mine)))
+    assert 'value="approve"' in detail and 'value="reject"' in detail
+
+
+def test_the_reject_button_decides_the_call_with_its_reason(
+    admin_client, admin_user, profile, calls_made
+):
+    conversation = hold(admin_user, profile, MAIL)
+    approval = ToolApproval.objects.get()
+    url = reverse("admin:conversations_toolapproval_decide", args=[approval.pk])
+
+    response = admin_client.post(url, {"decision": "reject", "reason": "Not today"}, follow=True)
+
+    assert "Rejected send_mail." in page(response)
+    approval.refresh_from_db()
+    assert (approval.decision, approval.reason) == ("rejected", "Not today")
+    assert calls_made == []
+    assert conversation.runs.get().status == Run.Status.COMPLETED
+    # Decided: the page no longer offers the buttons, and the URL refuses a second decision.
+    assert 'value="approve"' not in page(admin_client.get(admin_url(approval)))
+    response = admin_client.post(url, {"decision": "approve"}, follow=True)
+    assert "Not decided:" in page(response)
+    assert ToolApproval.objects.get().decision == "rejected"
+
+
+def test_the_decide_url_refuses_another_users_owner_level_call(admin_client, user, profile):
+    hold(user, profile, MAIL)
+    approval = ToolApproval.objects.get()
+    url = reverse("admin:conversations_toolapproval_decide", args=[approval.pk])
+
+    page(admin_client.post(url, {"decision": "approve"}, follow=True))
+
+    assert ToolApproval.objects.get().decision == ""
+    assert admin_client.get(url).status_code == 405

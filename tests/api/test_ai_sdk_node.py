@@ -21,6 +21,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from conversations.models import Run
+from conversations.providers.demo_output import SAMPLE_SCHEMAS
 from tests.conftest import TEST_REDIS_DB
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -129,3 +130,35 @@ def test_a_queue_that_refuses_the_run_answers_json(uvicorn, token, demo_conversa
     assert response.headers["content-type"] == "application/json"
     assert response.json()["code"] == "executor_unavailable"
     assert response.json()["run"]["status"] == "failed"
+
+
+SENTIMENT = SAMPLE_SCHEMAS["sentiment"]
+
+
+def test_the_ai_sdk_reads_the_structured_output_as_a_data_part(
+    node, uvicorn, token, demo_conversation
+):
+    _, base_url = uvicorn()
+    done = subprocess.run(
+        [
+            node,
+            "structured_output.mjs",
+            base_url,
+            str(demo_conversation.pk),
+            token.key,
+            "Great product!",
+            json.dumps(SENTIMENT),
+        ],
+        cwd=JS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["errors"] == []
+    run = Run.objects.get(conversation=demo_conversation)
+    assert run.status == Run.Status.COMPLETED
+    outputs = [part for part in result["parts"] if part["type"] == "data-output"]
+    assert outputs == [{"type": "data-output", "id": "output", "data": run.output}]
+    assert result["chunkTypes"].index("data-output") < result["chunkTypes"].index("finish")

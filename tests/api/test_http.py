@@ -38,8 +38,14 @@ def own_ids(history, demo_conversation) -> dict[str, str]:
 
 
 def test_the_routes_cover_the_whole_api():
-    assert len(ROUTES) == 24
-    assert {p.name for p in ROUTES} >= {"conversation-list", "conversation-import", "docs"}
+    assert len(ROUTES) == 26
+    assert {p.name for p in ROUTES} >= {
+        "conversation-list",
+        "conversation-import",
+        "docs",
+        "output-list",
+        "output-schema-list",
+    }
 
 
 @pytest.mark.parametrize("method", ["options", "head"])

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations import events
+from conversations.domain import CompletionResponse
 from conversations.models import Conversation, Run
 from conversations.providers.demo import DemoProvider
 from conversations.services.loop.runs import start_run
@@ -61,61 +62,101 @@ def wait_for_background_runs():
             thread.join(20)
 
 
+class Pace:
+    """What the client has received so far; the demo model waits on it (see the fixture)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._opened = False
+        self._seq = 0  # the highest delta ``seq`` received
+        self.published = 0  # deltas the model has handed to the run so far (seq counts them)
+
+    def received(self, chunk: bytes) -> list[dict]:
+        found = parse(chunk)
+        with self._changed:
+            for event in found:
+                self._opened = True  # the opening batch is out: the snapshot was read
+                if isinstance(event["data"].get("seq"), int):
+                    self._seq = max(self._seq, event["data"]["seq"])
+            self._changed.notify_all()
+        return found
+
+    def wait_until_received(self, seq: int) -> None:
+        with self._changed:
+            reached = self._changed.wait_for(lambda: self._opened and self._seq >= seq, 20)
+        assert reached, f"the client never received delta {seq} (it has {self._seq})"
+
+
 # The run's thread writes while the response reads: on SQLite the two contend for
 # the one database lock, which makes such a test unreliable there.
 @pytest.fixture
-def streams_after_subscribing(monkeypatch):
-    """The demo model starts streaming only once the response is following the run live.
+def paced_by_the_client(monkeypatch):
+    """The demo model streams in step with what the client of the response has received.
 
-    Deltas are published, never stored: on a busy machine the whole run could
-    end before the response subscribes, and then there are none to relay. And
-    a delta published after the subscription but before the response has read
-    the in-flight snapshot reaches the client inside that snapshot (an
-    ``inflight`` event), not as a delta. So the gate opens when the response
-    has read the snapshot: from then on every delta is relayed as one. The
-    test is about relaying deltas, not about the race.
+    Deltas are published, never stored, and a stream relays one only while
+    the run's rows it has read do not yet hold that answer. Three races would
+    otherwise lose them: the run streaming before the response subscribed
+    (nothing to relay); a delta published before the response read the
+    in-flight snapshot (it arrives inside that snapshot, as ``inflight``); and
+    a read of the rows, woken by ``changed`` or by the poll timer, that
+    already sees the answer stored, or the whole run finished, while its
+    deltas still wait in the subscription (then the stream ends, or sends the
+    stored answer first). So the model starts once the client has the opening
+    batch, and hands over each whole answer only once the client has received
+    its last delta: the answer is stored after its deltas were relayed.
     """
-    following = threading.Event()
-    inflight, stream = events.inflight, DemoProvider.stream
+    pace = Pace()
+    stream = DemoProvider.stream
 
-    def reading_the_snapshot(*args, **kwargs):
-        snapshot = inflight(*args, **kwargs)
-        following.set()
-        return snapshot
+    def paced(self, *args, **kwargs):
+        pace.wait_until_received(0)
+        for item in stream(self, *args, **kwargs):
+            if isinstance(item, CompletionResponse):
+                pace.wait_until_received(pace.published)
+            else:
+                pace.published += 1
+            yield item
 
-    def gated(self, *args, **kwargs):
-        assert following.wait(20), "the response never read the run's in-flight snapshot"
-        yield from stream(self, *args, **kwargs)
-
-    monkeypatch.setattr(events, "inflight", reading_the_snapshot)
-    monkeypatch.setattr(DemoProvider, "stream", gated)
+    monkeypatch.setattr(DemoProvider, "stream", paced)
+    return pace
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_the_answer_is_the_whole_run_as_it_executes(
-    client, demo_conversation, streams_after_subscribing
-):
+def test_the_answer_is_the_whole_run_as_it_executes(client, demo_conversation, paced_by_the_client):
     response = post(client, demo_conversation, '/call calculate {"expression": "6*7"}')
-    received = read_events(response)
-    # The demo model streams: its pieces arrive as deltas (no ids) between the stored events.
-    live = {"text.delta", "reasoning.delta", "tool_call.delta", "inflight"}
-    stored = [e for e in received if e["event"] not in live]
-    assert [e["event"] for e in stored] == [
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream; charset=utf-8"
+    try:
+        received = [
+            e for chunk in response.streaming_content for e in paced_by_the_client.received(chunk)
+        ]
+    finally:
+        wait_for_background_runs()
+    # The demo model streams: its pieces arrive as deltas (no ids), each in its place
+    # between the stored events, one by one (``seq`` 1, 2, ...), none folded into a snapshot.
+    kinds = [e["event"] for e in received]
+    assert [kind for i, kind in enumerate(kinds) if i == 0 or kinds[i - 1] != kind] == [
         "run_started",
+        "tool_call.delta",
         "assistant_turn",
         "tool_call_started",
         "tool_call_finished",
+        "text.delta",
         "assistant_turn",
         "run_finished",
     ]
-    assert {"tool_call.delta", "text.delta"} <= {e["event"] for e in received}
+    deltas = [e for e in received if e["id"] is None]
+    assert [e["data"]["seq"] for e in deltas] == list(range(1, len(deltas) + 1))
+    assert len(deltas) == paced_by_the_client.published
+    stored = [e for e in received if e["id"] is not None]
     assert stored[0]["data"]["message"]["content"].startswith("/call calculate")
     assert stored[3]["data"]["message"]["content"] == "42"
+    answer = "".join(e["data"]["text"] for e in deltas if e["event"] == "text.delta")
+    assert stored[4]["data"]["message"]["content"] == answer
     assert stored[-1]["data"]["run"]["status"] == "completed"
     ids = [e["id"] for e in stored]
     assert ids == sorted(ids)
-    # The slot was given back: as many new streams as the limit allows.
     run = Run.objects.get(pk=stored[0]["data"]["run"]["id"])
     assert run.status == Run.Status.COMPLETED
 

@@ -141,6 +141,8 @@ OPERATIONS = {
         "503",
     },
     ("/api/usage/", "get"): {"200", "400", "401", "403", "503"},
+    ("/api/outputs/", "get"): {"200", "400", "401", "403", "503"},
+    ("/api/output-schemas/", "get"): {"200", "400", "401", "403", "503"},
 }
 
 WITHOUT_BODY = {
@@ -322,3 +324,13 @@ def test_the_approvals_and_the_chat_history_are_documented_as_pages(schema):
     assert chat["responses"]["200"]["content"]["application/json"]["schema"]["type"] == "array"
     assert {p["name"] for p in chat["parameters"]} >= {"cursor", "page_size"}
     assert chat["responses"]["200"]["headers"]["Link"]["schema"] == {"type": "string"}
+
+
+def test_structured_output_is_documented_in_requests_runs_and_lists(schema):
+    components = schema["components"]["schemas"]
+    assert {"output", "output_schema"} <= set(components["Run"]["properties"])
+    assert "output_schema" in components["MessageInput"]["properties"]
+    runs = schema["paths"]["/api/conversations/{conversation_id}/runs/"]["get"]
+    assert "output_schema" in {p["name"] for p in runs["parameters"]}
+    outputs = schema["paths"]["/api/outputs/"]["get"]
+    assert {"schema", "from", "to"} <= {p["name"] for p in outputs["parameters"]}

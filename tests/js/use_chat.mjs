@@ -12,12 +12,9 @@
 // Prints one JSON object: the chunk types, the streamed message, the chat's
 // messages, the validated history and its pages (newest first). Exits
 // non-zero on any SDK error.
-import {
-  AbstractChat,
-  DefaultChatTransport,
-  readUIMessageStream,
-  validateUIMessages,
-} from 'ai';
+import { AbstractChat, DefaultChatTransport, validateUIMessages } from 'ai';
+
+import { readUIStream } from './ui_stream.mjs';
 
 const [baseUrl, conversationId, token, text] = process.argv.slice(2);
 const api = `${baseUrl}/api/conversations/${conversationId}/chat/`;
@@ -36,21 +33,8 @@ const stream = await transport.sendMessages({
   messageId: undefined,
   abortSignal: undefined,
 });
-const [forTypes, forMessage] = stream.tee();
-const chunkTypes = [];
-const collecting = (async () => {
-  for await (const chunk of forTypes) chunkTypes.push(chunk.type);
-})();
-let streamed;
 const errors = [];
-for await (const message of readUIMessageStream({
-  stream: forMessage,
-  onError: error => errors.push(String(error)),
-  terminateOnError: true,
-})) {
-  streamed = message;
-}
-await collecting;
+const { chunkTypes, streamed } = await readUIStream(stream, errors);
 
 // 2. The Chat class useChat wraps.
 class MemoryState {

@@ -234,8 +234,9 @@ LIMIT = 150  # tokens: fifteen calls of ten, of the fifty the runs would make
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_runs_never_start_a_call_after_the_limit_was_reached(
-    django_user_model, profile, adder
+    django_user_model, profile, adder, settings
 ):
+    settings.CONVERSATIONS = {"MAX_RUNS_PER_USER": RUNS}  # the budget is the bound under test
     owner = django_user_model.objects.create(username="alice")
     Budget.objects.create(name="few", scope="global", period="day", token_limit=LIMIT)
     conversations = [Conversation.objects.create(owner=owner, profile=profile) for _ in range(RUNS)]
@@ -381,8 +382,10 @@ USED = Usage(prompt_tokens=10, completion_tokens=740)
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_posts_overspend_a_budget_by_at_most_one_calls_estimate(
-    django_user_model, profile
+    django_user_model, profile, settings
 ):
+    # One user's posts, all running at once: the per-user cap of running runs must not be the bound.
+    settings.CONVERSATIONS = {"MAX_RUNS_PER_USER": POSTS}
     profile.max_tokens = 1000
     profile.save()
     owner = django_user_model.objects.create(username="alice")

@@ -42,10 +42,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROUNDS = 5
 ROUND_STATEMENTS = 8
 ROUND_COMMITS = 2
-START_STATEMENTS = 6
+START_STATEMENTS = 8
 START_COMMITS = 1
-"""The default profile, the run inserted claimed, the conversation bumped (budgets and tool
-settings read back), the history, the user message, the MCP tools (docs/adr/0013-lean-round.md)."""
+"""The default profile, the user's running runs counted (on PostgreSQL after a per-user
+advisory lock), the run inserted claimed, the conversation bumped (budgets and tool settings
+read back), the history, the user message, the MCP tools (docs/adr/0013-lean-round.md)."""
 FINISH_STATEMENTS = 6
 BUDGETED_ROUND_STATEMENTS = ROUND_STATEMENTS + 3
 """With a blocking budget: the budgets read and the call's estimate reserved in their counters

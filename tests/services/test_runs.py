@@ -29,11 +29,11 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import get_history
 from conversations.services import append_messages, execute_run, run_tool_loop
-from conversations.services.loop import runs as runs_service
+from conversations.services.loop import heartbeat as heartbeat_module
 from conversations.services.loop.executors import submit_run
+from conversations.services.loop.heartbeat import Heartbeat
 from conversations.services.loop.runs import (
     CANCEL_CHECK_INTERVAL,
-    Heartbeat,
     cancel_run,
     claim_run,
     start_run,
@@ -335,7 +335,7 @@ def test_a_failed_heartbeat_does_not_stop_the_next_ones(demo_conversation, monke
     old = timezone.now() - timedelta(minutes=5)
     Run.objects.filter(pk=run.pk).update(heartbeat_at=old)
     calls: list[int] = []
-    real = runs_service.fenced
+    real = heartbeat_module.fenced
 
     def flaky(target):
         calls.append(1)
@@ -343,7 +343,7 @@ def test_a_failed_heartbeat_does_not_stop_the_next_ones(demo_conversation, monke
             raise OperationalError("couldn't get a connection after 10.00 sec")
         return real(target)
 
-    monkeypatch.setattr(runs_service, "fenced", flaky)
+    monkeypatch.setattr(heartbeat_module, "fenced", flaky)
     with Heartbeat(run, interval=0.05):
         deadline = time.monotonic() + 20
         while len(calls) < 3 and time.monotonic() < deadline:

@@ -149,17 +149,20 @@ class ChatStream:
         if self.finished:
             return []
         row = Run.objects.filter(pk=self.run_id).values_list(
-            "status", "error_code", "error_message"
+            "status", "error_code", "error_message", "output_schema_id", "output"
         )
         found = row.first()
         if found is None:  # deleted with its conversation
             return self._end(Run.Status.FAILED, "not_found", "")
-        status, code, message = found
+        status, code, message, schema_id, output = found
         chunks: list[Chunk] = []
         for stored in selectors.run_messages(run=self.run):
             if stored.position > self._after:
                 chunks += self._stored(stored)
                 self._after = stored.position
+        if status == Run.Status.COMPLETED and schema_id is not None:
+            # The validated structured output (a completed run with a schema has one).
+            chunks.append({"type": "data-output", "id": "output", "data": output})
         if status not in BUSY_RUN_STATUSES or status == Run.Status.AWAITING_APPROVAL:
             chunks += self._end(status, code, message)
         return chunks

@@ -27,12 +27,13 @@ from rest_framework.response import Response
 from conversations import events, selectors
 from conversations.conf import app_settings
 from conversations.exceptions import ExecutorUnavailable
-from conversations.models import Conversation, Message, Run, ToolCall
+from conversations.models import Conversation, Message, OutputSchema, Run, ToolCall
 from conversations.services import submit_message
 
 from ..base import ConversationsAPIView
 from ..errors import APIError, blame_configuration, error_item, json_pointer
 from ..resources.messages import run_answer
+from ..resources.outputs import requested_schema
 from ..responses import AUTH_ERRORS, ERR_400_LIST, ERR_404, ERR_409, error_response
 from ..schema import NamedChoiceField, document
 from ..serializers import MessageInputSerializer
@@ -165,7 +166,9 @@ def chat_content(data: Any) -> str:
 # Starting the run ---------------------------------------------------------------------------
 
 
-def start_chat_run(*, conversation: Conversation, content: str) -> tuple[Run, events.Subscription]:
+def start_chat_run(
+    *, conversation: Conversation, content: str, output_schema: OutputSchema | None = None
+) -> tuple[Run, events.Subscription]:
     """Store the user message, start its run and subscribe to it; the run goes on without us.
 
     The run is started as the messages endpoint starts it with a stream (in a
@@ -178,7 +181,12 @@ def start_chat_run(*, conversation: Conversation, content: str) -> tuple[Run, ev
     subscription = None
     try:
         with transaction.atomic():
-            run = submit_message(conversation=conversation, content=content, background=True)
+            run = submit_message(
+                conversation=conversation,
+                content=content,
+                background=True,
+                output_schema=output_schema,
+            )
             subscription = events.subscribe(run.pk)
     except BaseException:
         if subscription is not None:
@@ -335,8 +343,9 @@ class ChatView(ConversationsAPIView):
             409: ERR_409,
             413: error_response("The new message is larger than allowed (`content_too_large`)."),
             429: error_response(
-                "Too many messages (`throttled`) or event streams (`too_many_streams`), or a "
-                "blocking budget is used up (`budget_exceeded`)."
+                "Too many messages (`throttled`), event streams (`too_many_streams`) or "
+                "running runs (`too_many_runs`), or a blocking budget is used up "
+                "(`budget_exceeded`)."
             ),
             503: error_response(
                 "The profile is unusable (`configuration_error`, ...) or the task queue "
@@ -348,6 +357,8 @@ class ChatView(ConversationsAPIView):
     def post(self, request: Request, conversation_id: Any) -> HttpResponseBase:
         conversation = self.get_conversation(conversation_id)
         content = chat_content(request.data)
+        body = request.data if isinstance(request.data, dict) else {}
+        schema = requested_schema(request, body.get("output_schema"))
         slot = acquire_stream_slot(user_id=request.user.pk, lifetime=ChatStream.max_seconds)
         if slot is None:
             limit = app_settings().MAX_STREAMS_PER_USER
@@ -358,7 +369,9 @@ class ChatView(ConversationsAPIView):
             )
         try:
             with blame_configuration():
-                run, subscription = start_chat_run(conversation=conversation, content=content)
+                run, subscription = start_chat_run(
+                    conversation=conversation, content=content, output_schema=schema
+                )
         except BaseException:
             release_stream_slot(slot)
             raise

@@ -148,7 +148,8 @@ _TURN_RESPONSES: dict[Any, Any] = {
     **AUTH_ERRORS,
     429: _error(
         "Too many messages (`throttled`), no free event stream with `Accept: "
-        "text/event-stream` (`too_many_streams`), or a blocking budget is used up "
+        "text/event-stream` (`too_many_streams`), `MAX_RUNS_PER_USER` runs already running "
+        "(`too_many_runs`), or a blocking budget is used up "
         "(`budget_exceeded`); no branch made. See `Retry-After` (absent when the budget "
         "never resets)."
     ),

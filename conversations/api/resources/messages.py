@@ -45,6 +45,7 @@ from ..serializers import (
 )
 from ..sse.posting import answer_with_events, wants_event_stream
 from ..throttling import MessageRateThrottle
+from .outputs import requested_schema
 
 
 def _failure_status(run: Run) -> int | None:
@@ -154,9 +155,9 @@ class ConversationMessagesView(ConversationsAPIView):
             409: ERR_409,
             413: _error("The content is larger than allowed (`content_too_large`)."),
             429: _error(
-                "Too many messages (`throttled`), or a blocking budget is used up "
-                "(`budget_exceeded`, no run started); see `Retry-After` (absent when the "
-                "budget never resets)."
+                "Too many messages (`throttled`), `MAX_RUNS_PER_USER` runs already running "
+                "(`too_many_runs`), or a blocking budget is used up (`budget_exceeded`); no "
+                "run started. See `Retry-After` (absent when the budget never resets)."
             ),
             502: OpenApiResponse(RunFailureSerializer, description="The provider failed."),
             503: OpenApiResponse(
@@ -177,14 +178,17 @@ class ConversationMessagesView(ConversationsAPIView):
         serializer.is_valid(raise_exception=True)
         queued = uses_workers()
         content = serializer.validated_data["content"]
+        schema = requested_schema(request, serializer.validated_data.get("output_schema"))
         if wants_event_stream(request):
-            answer = answer_with_events(request, conversation, content)
+            answer = answer_with_events(request, conversation, content, output_schema=schema)
             if isinstance(answer, HttpResponseBase):
                 return answer
             run = answer  # ended before it started: answered as without the header
         else:
             with blame_configuration():
-                run = submit_message(conversation=conversation, content=content)
+                run = submit_message(
+                    conversation=conversation, content=content, output_schema=schema
+                )
         try:
             run = selectors.run_with_calls(run_id=run.pk)
         except Run.DoesNotExist:

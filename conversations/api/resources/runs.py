@@ -40,15 +40,18 @@ class ConversationRunsView(ConversationsAPIView):
     @document(
         operation_id="conversations_runs_list",
         summary="List the runs of a conversation",
-        description="Newest first; `status` keeps only runs that ended (or are) so.",
+        description="Newest first; `status` keeps only runs that ended (or are) so; "
+        "`output_schema` only those asked to answer in that schema.",
         parameters=[RunListQuerySerializer],
         responses={200: RunSerializer(many=True), 400: ERR_400_LIST, 404: ERR_404, **AUTH_ERRORS},
         tags=["runs"],
     )
     def get(self, request: Request, conversation_id: Any) -> Response:
         conversation = self.get_conversation(conversation_id)
-        statuses = self.query(RunListQuerySerializer).get("status")
-        runs = conversation.runs.filter(status__in=statuses or Run.Status.values)
+        query = self.query(RunListQuerySerializer)
+        runs = conversation.runs.filter(status__in=query.get("status") or Run.Status.values)
+        if "output_schema" in query:
+            runs = runs.filter(output_schema__sha256=query["output_schema"])
         page = self.paginate_queryset(selectors.runs_with_calls(runs=runs))
         return self.get_paginated_response(RunSerializer(page, many=True).data)
 

@@ -17,7 +17,7 @@ from typing import Any
 from django.http.response import HttpResponseBase
 from rest_framework.request import Request
 
-from conversations.models import Conversation, Run
+from conversations.models import Conversation, OutputSchema, Run
 from conversations.services import submit_message
 
 from ..errors import blame_configuration
@@ -49,7 +49,12 @@ def take_stream_slot(request: Request) -> str | None:
 
 
 def answer_with_events(
-    request: Request, conversation: Conversation, content: str | None, *, slot: str | None = None
+    request: Request,
+    conversation: Conversation,
+    content: str | None,
+    *,
+    slot: str | None = None,
+    output_schema: OutputSchema | None = None,
 ) -> HttpResponseBase | Run:
     """The streaming answer; or the run, when it ended before it started (the queue refused it).
 
@@ -61,7 +66,12 @@ def answer_with_events(
         return too_many_streams()
     try:
         with blame_configuration():
-            run = submit_message(conversation=conversation, content=content, background=True)
+            run = submit_message(
+                conversation=conversation,
+                content=content,
+                background=True,
+                output_schema=output_schema,
+            )
     except BaseException:
         release_stream_slot(slot)
         raise

@@ -10,6 +10,7 @@ Event ids are numbers made from message positions (``STRIDE`` = 100,000)::
     assistant_turn      p * STRIDE + 1        the assistant message at position p
     tool_call_started   p * STRIDE + 2 + i    call i of that message, once it was marked running
     tool_call_finished  q * STRIDE + 1        the tool message (its result) at position q
+    output              L * STRIDE + 99,998   a completed run's validated structured output
     run_finished        L * STRIDE + 99,999   L = position of the run's last message
 
     approval.requested  p * STRIDE + 33,000 + i   call i of a held turn, needing approval
@@ -111,10 +112,11 @@ class RowEvents:
 
     def poll(self) -> list[RunEvent]:
         """The events stored since the last one returned; sets ``finished`` after the last."""
-        status = Run.objects.filter(pk=self.run_id).values_list("status", flat=True).first()
-        if status is None:  # deleted with its conversation
+        found = Run.objects.filter(pk=self.run_id).values_list("status", "output_schema_id").first()
+        if found is None:  # deleted with its conversation
             self.finished = True
             return []
+        status, schema_id = found
         ended = status not in BUSY_RUN_STATUSES
         floor = max(self.after, 0) // STRIDE
         calls = ToolCall.objects.select_related("approval")
@@ -140,6 +142,8 @@ class RowEvents:
         if ended:
             last = self._last(messages, first)
             finished_id = (last or 0) * STRIDE + STRIDE - 1
+            if status == Run.Status.COMPLETED and schema_id is not None:
+                slots.append((finished_id - 1, "output", None))
             slots.append((finished_id, "run_finished", None))
         events = self._render(sorted((s for s in slots if s[0] > self.after), key=lambda s: s[0]))
         if events is None:  # deleted meanwhile
@@ -176,7 +180,7 @@ class RowEvents:
         from ..serializers import MessageSerializer, RunSerializer, ToolCallSerializer
 
         run_data: dict[str, Any] | None = None
-        if any(kind in ("run_started", "run_finished") for _, kind, _ in slots):
+        if any(kind in ("run_started", "run_finished", "output") for _, kind, _ in slots):
             run = runs_with_calls(runs=Run.objects.filter(pk=self.run_id)).first()
             if run is None:
                 return None
@@ -194,6 +198,9 @@ class RowEvents:
                 }
             elif kind == "run_finished":
                 data = {"run": run_data}
+            elif kind == "output":
+                assert run_data is not None  # read above for this kind
+                data = {"output": run_data["output"], "output_schema": run_data["output_schema"]}
             elif kind == "assistant_turn":
                 data = {"message": MessageSerializer(subject).data}
             elif kind == "tool_call_started":

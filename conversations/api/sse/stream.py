@@ -34,6 +34,11 @@ every :data:`FALLBACK_POLL_SECONDS` with a bus between processes.
 WSGI the stream waits in its request thread; under ASGI it waits on the event
 loop and borrows a thread of the shared pool only for each short read of the
 rows, so an idle stream holds no thread.
+
+Should a read find the connection pool dry (no connection within its
+timeout), the stream ends with one ``error`` event (``service_unavailable``,
+``retry_after`` in seconds, and a ``retry:`` line to match) instead of
+breaking off: the client reconnects with ``Last-Event-ID`` and misses nothing.
 """
 
 from __future__ import annotations
@@ -44,11 +49,13 @@ from typing import Any
 from uuid import UUID
 
 from asgiref.sync import SyncToAsync, sync_to_async
-from django.db import close_old_connections, connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from conversations import events
+from conversations.database import RETRY_AFTER_SECONDS, database_busy
 from conversations.events import CHANGED, DELTA_TYPES, LiveEvent
 
+from ..errors import SERVICE_UNAVAILABLE
 from .rows import RowEvents, RunEvent
 from .slots import release_connections
 
@@ -190,8 +197,14 @@ class RunEventStream(RowEvents):
         """The stream for WSGI, as Server-Sent Events."""
         release_connections()
         yield f"retry: {RETRY_MS}\n\n".encode()
-        for batch in self.follow(first):
-            yield _encode(batch)
+        try:
+            for batch in self.follow(first):
+                yield _encode(batch)
+        except DatabaseError as exc:
+            if not database_busy(exc):
+                raise
+            release_connections()
+            yield _busy_event()
 
     # asyncio ------------------------------------------------------------------------------
 
@@ -227,8 +240,13 @@ class RunEventStream(RowEvents):
         """The stream for ASGI, as Server-Sent Events."""
         _release_request_thread()
         yield f"retry: {RETRY_MS}\n\n".encode()
-        async for batch in self.afollow(first):
-            yield _encode(batch)
+        try:
+            async for batch in self.afollow(first):
+                yield _encode(batch)
+        except DatabaseError as exc:
+            if not database_busy(exc):
+                raise
+            yield _busy_event()
 
     def _poll_and_close(self) -> list[RunEvent]:
         # Each poll is treated like a request: CONN_MAX_AGE decides whether the
@@ -243,6 +261,17 @@ def _encode(batch: Batch) -> bytes:
     if not batch:
         return b": keep-alive\n\n"
     return b"".join(event.encode() for event in batch)
+
+
+def _busy_event() -> bytes:
+    """The last words of a stream that found no free database connection."""
+    retry = f"retry: {RETRY_AFTER_SECONDS * 1000}\n\n".encode()
+    data = {
+        "code": SERVICE_UNAVAILABLE,
+        "detail": "The service is busy. Reconnect in a moment to resume the stream.",
+        "retry_after": RETRY_AFTER_SECONDS,
+    }
+    return retry + RunEvent(None, "error", data).encode()
 
 
 def _release_request_thread() -> None:

@@ -24,6 +24,7 @@ from conversations.selectors import message_to_domain
 
 from ..configuration.providers import build_provider
 from ..loop.executors import submit_message
+from ..loop.run_limits import check_run_capacity
 from ..loop.runs import resolve_profile
 from ..transcript.messages import MessageDetails, append_messages
 from ..usage.budgets import check_budgets
@@ -182,8 +183,10 @@ def branch_for_regenerate(*, conversation: Conversation) -> Conversation:
 
 
 def _check_answerable(conversation: Conversation) -> None:
-    # A branch nobody can answer, or that a used-up budget would refuse to
-    # answer, would be left behind by the failing request.
+    # A branch nobody can answer, or that a used-up budget or the user's
+    # limit of running runs would refuse to answer, would be left behind by
+    # the failing request.
+    check_run_capacity(user_id=conversation.owner_id)
     profile = resolve_profile(conversation=conversation, profile=None, provider=None)
     assert profile is not None  # resolve_profile raises without one
     build_provider(profile)

@@ -33,6 +33,7 @@ from conversations.providers.base import ChatProvider
 from conversations.providers.boundary import check_response
 from conversations.providers.options import CompletionOptions
 from conversations.providers.streaming import PartialTurn, deltas_of, stream_completion
+from conversations.providers.structured import unwrap_output_tool
 
 from ..usage import tracing
 from ..usage.budgets import BudgetCheck, check_budgets
@@ -106,6 +107,9 @@ def ask(round_: Round, state: TurnState) -> Asked:
                     )
             else:
                 response = provider.complete(history, tools=specs, options=options)
+            if options.output_schema is not None:
+                # An answer a vendor could only give as a forced tool's input.
+                response = unwrap_output_tool(response)
             # Adapters over HTTP check at their boundary already; any other provider
             # (a scripted or a host's own) is held to the same rules here.
             response = check_response(response, provider=name)

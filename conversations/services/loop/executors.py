@@ -24,12 +24,13 @@ from django.utils import timezone
 
 from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError, ExecutorUnavailable
-from conversations.models import Conversation, Run
+from conversations.models import Conversation, OutputSchema, Run
 from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
 from ..configuration.providers import build_provider, close_provider
 from ..usage.budgets import check_budgets
+from .output import SchemaArgument, output_schema_for
 from .runs import end_unclaimed_run, finish_run_after_error, resolve_profile, start_run
 from .tool_loop import execute_run, run_tool_loop
 
@@ -44,7 +45,11 @@ def uses_workers() -> bool:
 
 
 def submit_message(
-    *, conversation: Conversation, content: str | None, background: bool = False
+    *,
+    conversation: Conversation,
+    content: str | None,
+    background: bool = False,
+    output_schema: SchemaArgument | None = None,
 ) -> Run:
     """Answer a user message with the configured executor; return its run.
 
@@ -59,26 +64,40 @@ def submit_message(
     a configuration error (no profile, a key reference that does not resolve)
     and a used-up blocking budget (``BudgetExceeded``) are raised before
     anything is stored, and a busy conversation raises ``ConversationBusy``.
+
+    ``output_schema`` (a JSON Schema, a stored ``OutputSchema`` or the sha256
+    of one the owner has used; default: the profile's) makes the run end in
+    validated JSON, ``Run.output``; an unusable one raises
+    ``InvalidArgumentError`` (``invalid_schema``) before anything is stored.
     """
     profile = conversation.profile or get_default_profile()
     check_budgets(user_id=conversation.owner_id, profile_id=profile.pk if profile else None)
+    schema = output_schema_for(
+        schema=output_schema, profile=profile, owner_id=conversation.owner_id
+    )
     if not uses_workers():
         if background:
-            return _start_in_background(conversation=conversation, content=content)
-        return run_tool_loop(conversation=conversation, content=content)
+            return _start_in_background(conversation=conversation, content=content, schema=schema)
+        return run_tool_loop(conversation=conversation, content=content, output_schema=schema)
     if profile is not None:
         build_provider(profile)  # fail now, in the request, not later in a worker
-    run = start_run(conversation=conversation, content=content, profile=profile)
+    run = start_run(
+        conversation=conversation, content=content, profile=profile, output_schema=schema
+    )
     submit_run(run)
     return run
 
 
-def _start_in_background(*, conversation: Conversation, content: str | None) -> Run:
+def _start_in_background(
+    *, conversation: Conversation, content: str | None, schema: OutputSchema | None
+) -> Run:
     """Start a run here (errors raise now) and execute it in a thread once committed."""
     profile = resolve_profile(conversation=conversation, profile=None, provider=None)
     provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
     try:
-        run = start_run(conversation=conversation, content=content, profile=profile)
+        run = start_run(
+            conversation=conversation, content=content, profile=profile, output_schema=schema
+        )
     except BaseException:
         close_provider(provider)
         raise

@@ -11,13 +11,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
-import uuid
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import signals
@@ -33,6 +31,7 @@ from conversations.exceptions import (
 )
 from conversations.models import BUSY_RUN_STATUSES, Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
+from conversations.models.output import OutputSchema, output_column
 from conversations.providers.base import ChatProvider
 from conversations.selectors import (
     ToolSettings,
@@ -47,12 +46,12 @@ from ..usage.prices import Prices
 from .fencing import fenced
 from .hot_path import open_turn
 from .recovery import recover_runs
+from .run_limits import reserve_run_capacity
 from .tool_calls import answer_open_calls
 
 __all__ = [
     "CANCEL_CHECK_INTERVAL",
     "CancelWatch",
-    "Heartbeat",
     "StartedTurn",
     "begin_turn",
     "cancel_run",
@@ -65,6 +64,9 @@ __all__ = [
     "start_run",
     "worker_name",
 ]
+
+if TYPE_CHECKING:
+    from conversations.domain.output import OutputCheck
 
 logger = logging.getLogger("conversations.tool_loop")
 
@@ -94,6 +96,7 @@ def start_run(
     profile: Profile | None = None,
     provider: ChatProvider | None = None,
     max_iterations: int | None = None,
+    output_schema: OutputSchema | None = None,
 ) -> Run:
     """Create a ``running``, unclaimed run and persist the user message (if any), in one commit.
 
@@ -101,7 +104,8 @@ def start_run(
     calls left open by an earlier run are answered as interrupted, so a
     crashed turn never blocks the next one. Raises :class:`ConversationBusy`
     when another run is running, :class:`ApprovalPending` when one waits for
-    an approval.
+    an approval, :class:`TooManyRuns` when the conversation's owner already
+    has ``MAX_RUNS_PER_USER`` runs running.
     """
     profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
     return begin_turn(
@@ -111,6 +115,7 @@ def start_run(
         provider=provider,
         max_iterations=max_iterations,
         claim=False,
+        output_schema=output_schema,
     ).run
 
 
@@ -145,6 +150,7 @@ def begin_turn(
     provider: ChatProvider | None,
     max_iterations: int | None,
     claim: bool,
+    output_schema: OutputSchema | None = None,
 ) -> StartedTurn:
     """:func:`start_run` with ``profile`` already resolved; ``claim=True``: this process executes it.
 
@@ -170,6 +176,7 @@ def begin_turn(
         "max_iterations": cap,
         "provider": provider_name,
         "model": profile.language_model.model_id if profile else "",
+        "output_schema": output_schema or getattr(profile, "output_schema", None),
     }
 
     message = None if content is None else ChatMessage.user(content)  # checked before any write
@@ -207,6 +214,8 @@ def _open_turn(
     read_history: bool,
 ) -> StartedTurn:
     with transaction.atomic():
+        # Before the insert, under a per-user lock: two requests never both take the last place.
+        reserve_run_capacity(user_id=conversation.owner_id)
         try:
             run = Run.objects.create(**fields)
         except IntegrityError:
@@ -349,8 +358,9 @@ def finish_run(
     error_code: str = "",
     error_message: str = "",
     answered: bool = False,
+    output: OutputCheck | None = None,
 ) -> Run:
-    """End the run; calls still open are answered so the history stays valid.
+    """End the run (and store ``output``, its validated answer); open calls are answered.
 
     Fenced: when this process no longer holds the run (recovery ended it
     meanwhile), nothing is written, and the run is returned as it is stored.
@@ -371,6 +381,7 @@ def finish_run(
             final_content=final_content,
             error_code=error_code,
             error_message=error_message[:2000],
+            **({"output": output_column(output.value)} if output and output.valid else {}),
         )
         if ended and not answered:
             answer_open_calls(conversation=run.conversation, status=open_status, run=run)
@@ -379,6 +390,7 @@ def finish_run(
         return reload_run(run)
     run.status, run.finished_at, run.final_content = status, finished_at, final_content
     run.error_code, run.error_message = error_code, error_message[:2000]
+    run.output = output.value if output and output.valid else run.output
     signals.run_finished.send(sender=Run, run=run)
     return run
 
@@ -401,51 +413,6 @@ def finish_run_after_error(*, run: Run, exc: BaseException) -> None:
     except Exception:
         # The database may be what failed; recovery will end the run later.
         logger.exception("run %s: could not record the failure", run.pk)
-
-
-class Heartbeat:
-    """Refreshes the run's heartbeat from a background thread while the loop works.
-
-    Between steps the loop refreshes it itself; this thread covers long
-    provider calls and long tools, so recovery never takes a live run for a
-    dead one. It beats every ``interval`` seconds (a third of the lease) and
-    uses its own database connection.
-    """
-
-    def __init__(self, run: Run, *, interval: float) -> None:
-        self.run = run
-        self.run_id: uuid.UUID = run.pk
-        self.interval = max(interval, 0.05)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> Heartbeat:
-        self._thread = threading.Thread(
-            target=self._beat, name=f"heartbeat-{self.run_id}", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _beat(self) -> None:
-        from django.db import connection
-
-        try:
-            while not self._stop.wait(self.interval):
-                try:
-                    # Fenced like every write: a run ended by recovery stays ended.
-                    fenced(self.run).update(heartbeat_at=timezone.now())
-                except DatabaseError:
-                    # A busy pool or a dropped connection: this beat is lost, not
-                    # the next ones (a dead thread would let the lease expire).
-                    logger.warning("run %s: heartbeat failed, trying again", self.run_id)
-                    connection.close()
-        finally:
-            connection.close()
 
 
 class CancelWatch:

@@ -42,6 +42,7 @@ from django.db import DatabaseError
 from conversations import signals
 from conversations.conf import app_settings
 from conversations.domain import CompletionResponse
+from conversations.domain.output import check_output
 from conversations.exceptions import (
     BudgetExceeded,
     ConfigurationError,
@@ -61,11 +62,19 @@ from ..configuration.providers import build_provider, close_provider
 from ..usage import tracing
 from .approvals import held_calls, send_requested
 from .asking import ask
+from .heartbeat import Heartbeat
 from .live import LiveRun
+from .output import (
+    OUTPUT_INVALID,
+    SchemaArgument,
+    output_schema_for,
+    output_spec,
+    store_repair_turn,
+    with_output,
+)
 from .rounds import RequestSetup, Round, TurnState, request_setup
 from .runs import (
     CancelWatch,
-    Heartbeat,
     StartedTurn,
     begin_turn,
     claim_run,
@@ -90,14 +99,18 @@ def run_tool_loop(
     profile: Profile | None = None,
     provider: ChatProvider | None = None,
     max_iterations: int | None = None,
+    output_schema: SchemaArgument | None = None,
 ) -> Run:
     """Run one user turn to its end and return the finished :class:`Run`.
 
     ``profile`` defaults to the conversation's, then to the default profile;
-    ``provider`` defaults to the profile's. Raises :class:`ConversationBusy`
-    when another run is running on the conversation.
+    ``provider`` defaults to the profile's. ``output_schema`` (a JSON Schema,
+    a stored :class:`OutputSchema` or its sha256; default: the profile's)
+    makes the run end in validated JSON (``Run.output``). Raises
+    :class:`ConversationBusy` when another run is running on the conversation.
     """
     profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
+    schema = output_schema_for(schema=output_schema, profile=profile)
     built = provider is None
     if provider is None:
         provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
@@ -110,6 +123,7 @@ def run_tool_loop(
             provider=provider,
             max_iterations=max_iterations,
             claim=True,
+            output_schema=schema,
         )
         return _execute(started.run, provider, started)
     finally:
@@ -146,7 +160,7 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
                 raise ConfigurationError("the run has no profile, so a provider must be given")
             provider = build_provider(profile)
         settings = started.tool_settings if started is not None else None
-        request = request_setup(profile=profile, settings=settings)
+        request = with_output(request_setup(profile=profile, settings=settings), output_spec(run))
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
@@ -216,7 +230,7 @@ def _loop(round_: Round, started: StartedTurn | None) -> Run:
         if approvals:
             return _wait_for_decisions(run, approvals)
         if not checked:
-            return _finish(run, state, response, Run.Status.COMPLETED)
+            return _settle(round_, state, response)
         _run_calls(round_, checked, state)
     # Every round asked for tools: one more call, with none offered, for the answer.
     round_.watch.raise_if_cancelled()
@@ -267,6 +281,46 @@ def _finish(run: Run, state: TurnState, response: CompletionResponse, status: st
         status=status,
         final_content=response.content,
         answered=not state.tail.open_calls,
+    )
+
+
+def _settle(round_: Round, state: TurnState, response: CompletionResponse) -> Run:
+    """End a run on its final answer; with an output schema, only once the answer satisfies it.
+
+    An answer that fails gets one repair turn, asked with no tool offered (so
+    every vendor enforces the schema on it); a second failure ends the run
+    ``failed`` (``output_invalid``, the pointer in the detail). Never a loop.
+    """
+    run, spec = round_.run, round_.request.options.output_schema
+    if spec is None:
+        return _finish(run, state, response, Run.Status.COMPLETED)
+    depth = app_settings().MAX_JSON_DEPTH
+    check = check_output(response.content, spec.schema, max_depth=depth)
+    if not check.valid:
+        store_repair_turn(run=run, state=state, check=check)
+        round_.watch.raise_if_cancelled()
+        response, calls, _ = _answer(round_.offering_none(), state, counts_as_round=False)
+        if calls:
+            # No tool was offered; each call is answered so the history stays valid.
+            persist_outcomes(
+                run=run, outcomes=[reject_call(row=r) for r, _ in calls], tail=state.tail
+            )
+        check = check_output(response.content, spec.schema, max_depth=depth)
+        if calls or not check.valid:
+            return finish_run(
+                run=run,
+                status=Run.Status.FAILED,
+                final_content=response.content,
+                error_code=OUTPUT_INVALID,
+                error_message=f"the answer does not satisfy the output schema {check.describe()}",
+                answered=not state.tail.open_calls,
+            )
+    return finish_run(
+        run=run,
+        status=Run.Status.COMPLETED,
+        final_content=response.content,
+        answered=not state.tail.open_calls,
+        output=check,
     )
 
 

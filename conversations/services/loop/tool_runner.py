@@ -25,6 +25,9 @@ turn, hosted by a worker of that pool. The guarantees:
   cancelled); calls already running finish, or time out, and keep their answers.
 - A worker closes the database connections it has open when its call ends,
   before it hands the outcome over: an idle worker holds no connection.
+- With a connection pool, the loop's thread gives its connection back before
+  it waits for the tools (it needs none until they end), so a slow tool keeps
+  no pooled connection checked out.
 
 See docs/adr/0010-concurrent-tool-calls.md for why threads, why abandoning,
 and why the threads live on.
@@ -51,6 +54,7 @@ from django.utils import timezone
 
 from conversations import signals
 from conversations.conf import tool_concurrency, tool_timeout
+from conversations.database import release_pooled_connections
 from conversations.models import Run
 from conversations.models import ToolCall as ToolCallRow
 from conversations.tools import Tool
@@ -81,6 +85,7 @@ def run_calls(
     limit, default_timeout = tool_concurrency(), tool_timeout()
     together = [i for i, (_, tool) in enumerate(calls) if tool.concurrent]
     alone = [i for i, (_, tool) in enumerate(calls) if not tool.concurrent]
+    release_pooled_connections()
     with _EventLoop(limit) as loop:
         turn = _Turn(run, calls, watch, loop, default_timeout, limit)
         turn.execute(together, limit=limit)

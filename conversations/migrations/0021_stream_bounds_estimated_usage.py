@@ -31,7 +31,7 @@ def _install_rules(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0019_redaction_clears_a_decided_reason'),
+        ('conversations', '0020_structured_output'),
     ]
 
     operations = [
