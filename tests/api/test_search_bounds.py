@@ -45,8 +45,9 @@ def _bulk_messages(conversation, count, text):
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (conversation_id, position, role, content, model,"
-            " finish_reason, provider_metadata, is_error, created_at)"
-            f" SELECT %s, n - 1, 'user', %s, '', '', '{{}}', false, {now} FROM ({numbers}) AS s"
+            " finish_reason, provider_metadata, is_error, usage_estimated, created_at)"
+            f" SELECT %s, n - 1, 'user', %s, '', '', '{{}}', false, false, {now}"
+            f" FROM ({numbers}) AS s"
             " ORDER BY n",
             (key, text, count),
         )
