@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 # Where `make run` serves the demo: `PORT=8001 make run`.
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# What django-upgrade checks: every tracked Python file of these trees.
+UPGRADE_FILES := 'conversations/*.py' 'project/*.py' 'tests/*.py' 'bench/*.py'
 # The demo needs only the package and its runtime dependencies; tests and
 # checks need the dev toolchain on top (pytest, ruff, mypy, playwright, ...).
 RUN_STAMP := $(VENV)/.installed-run
@@ -67,8 +69,11 @@ test: install test-js
 		$(BIN)/python -m pytest $(PYTEST_ARGS); \
 	fi
 
-## Every static check: lint, format, types, migrations in sync, system checks without warnings.
+## Every static check: Django 6 idioms, lint, format, types, migrations in sync, system checks.
+# django-upgrade --check only reports (it rewrites nothing) and fails when a
+# file still needs a change for Django 6.0; `make format` applies the changes.
 check: install lint-js
+	git ls-files -z -- $(UPGRADE_FILES) | xargs -0 $(BIN)/django-upgrade --target-version 6.0 --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -80,6 +85,7 @@ lint: install lint-js
 	$(BIN)/ruff format --check .
 
 format: install
+	git ls-files -z -- $(UPGRADE_FILES) | xargs -0 $(BIN)/django-upgrade --target-version 6.0 --exit-zero-even-if-changed
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 

@@ -41,14 +41,12 @@ class ToolApproval(models.Model):
 
     tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
-    level = models.CharField(max_length=16, choices=ApprovalLevel.choices)
+    level = models.CharField(max_length=16, choices=ApprovalLevel)
     arguments_digest = models.CharField(
         max_length=64,
         help_text="SHA-256 (hex) of the call's canonical arguments JSON when approval was asked.",
     )
-    decision = models.CharField(
-        max_length=16, choices=ApprovalDecision.choices, default="", blank=True
-    )
+    decision = models.CharField(max_length=16, choices=ApprovalDecision, default="", blank=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

@@ -193,7 +193,7 @@ class Profile(models.Model):
     )
     approval = models.CharField(
         max_length=16,
-        choices=ApprovalPolicy.choices,
+        choices=ApprovalPolicy,
         default=ApprovalPolicy.DEFAULT,
         help_text="Approval of tool calls for every tool of this profile; "
         '"default" defers to each tool.',
@@ -268,7 +268,7 @@ class ToolSetting(models.Model):
     enabled = models.BooleanField(default=True)
     approval = models.CharField(
         max_length=16,
-        choices=ApprovalPolicy.choices,
+        choices=ApprovalPolicy,
         default=ApprovalPolicy.DEFAULT,
         help_text='Approval of this tool\'s calls; "default" defers to its @tool declaration.',
     )

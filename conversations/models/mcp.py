@@ -30,7 +30,7 @@ class MCPServer(models.Model):
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
-    transport = models.CharField(max_length=32, choices=MCPTransport.choices)
+    transport = models.CharField(max_length=32, choices=MCPTransport)
     command = models.CharField(max_length=500, blank=True, help_text="stdio: the executable.")
     args = models.JSONField(
         default=list, blank=True, help_text='stdio: a JSON list of strings, e.g. ["server.py"].'
