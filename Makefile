@@ -5,6 +5,11 @@ BIN := $(VENV)/bin
 # Where `make run` serves the demo: `PORT=8001 make run`.
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# pytest-xdist workers per pass of `make test`: auto is one per CPU core. Each
+# worker has its own test database (test_<name>_gw0, ...); loadgroup keeps the
+# tests of one xdist_group (the install test's module) on one worker.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 # What django-upgrade checks: every tracked Python file of these trees.
 UPGRADE_FILES := 'conversations/*.py' 'project/*.py' 'tests/*.py' 'bench/*.py'
 # The demo needs only the package and its runtime dependencies; tests and
@@ -59,14 +64,15 @@ run: $(RUN_STAMP)
 worker: install
 	env -u DATABASE_URL $(BIN)/celery -A project worker --pool=solo -l info
 
-## Run the whole suite on SQLite, then again on PostgreSQL when DATABASE_URL is set.
+## Run the whole suite on SQLite, then again on PostgreSQL when DATABASE_URL is set,
+## each pass spread over TEST_WORKERS processes (`TEST_WORKERS=0 make test`: one).
 test: install test-js
-	env -u DATABASE_URL $(BIN)/python -m pytest --cov --cov-report= $(PYTEST_ARGS)
+	env -u DATABASE_URL $(BIN)/python -m pytest $(XDIST) --cov --cov-report= $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report --include='conversations/domain/*' --show-missing --fail-under=100
 	$(BIN)/python -m coverage report --skip-covered --skip-empty
 	@if [ -n "$$DATABASE_URL" ]; then \
 		echo "== again on PostgreSQL ($${DATABASE_URL%%@*}@...)"; \
-		$(BIN)/python -m pytest $(PYTEST_ARGS); \
+		$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); \
 	fi
 
 ## Every static check: Django 6 idioms, lint, format, types, migrations in sync, system checks.

@@ -208,12 +208,14 @@ if os.environ.get("CONVERSATIONS_EVENTS_URL"):
 # Web processes and workers share the stream slots and the in-flight answer of
 # a streaming run through the cache: with more than one process, point them all
 # at one Redis (DJANGO_CACHE_URL=redis://127.0.0.1:6379/1); the default is each
-# process's own memory.
+# process's own memory. DJANGO_CACHE_KEY_PREFIX keeps apart deployments (or
+# test sessions) that share one Redis database.
 if os.environ.get("DJANGO_CACHE_URL"):
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": os.environ["DJANGO_CACHE_URL"],
+            "KEY_PREFIX": os.environ.get("DJANGO_CACHE_KEY_PREFIX", ""),
         }
     }
 

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import hypothesis
 import pytest
 from django.db import connection
 
@@ -43,6 +44,14 @@ except ImportError:  # pragma: no cover - depends on the machine
     sync_playwright = None
 
 CHROMIUM = Path("/usr/bin/chromium")
+
+# Hypothesis's deadline (200 ms an example) and its "too slow" health check
+# assert wall-clock time, which depends on the machine's load (pytest-xdist
+# workers, other jobs), not on the code under test.
+hypothesis.settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("suite")
 
 SYSTEM_PROMPT = "You are terse."
 

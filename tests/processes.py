@@ -8,8 +8,8 @@ for the processes to see their rows) and its Redis queue.
 from __future__ import annotations
 
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,12 +34,6 @@ def database_url() -> str:
     host = conf["HOST"] or "127.0.0.1"
     port = conf["PORT"] or "5432"
     return f"postgres://{auth}@{host}:{port}/{quote(conf['NAME'], safe='')}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Process:
@@ -97,6 +91,17 @@ class Process:
                 self.kill()
         self._log_file.close()
 
+    def listening_port(self, *, timeout: float = 30.0) -> int:
+        """The port a uvicorn started with ``--port 0`` took, once it listens.
+
+        The kernel picks the port when uvicorn binds: nothing can take it in
+        between, as it could if a port found free here were handed over.
+        """
+        self.wait_for("Uvicorn running on http://", timeout=timeout)
+        found = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", self.output())
+        assert found, self.output()
+        return int(found[1])
+
     def threads(self) -> int:
         """How many threads the process has now (Linux)."""
         status = Path(f"/proc/{self.pid}/status").read_text()
@@ -112,6 +117,10 @@ def base_env(broker_url: str, queue: str, **extra: str) -> dict[str, str]:
         "DATABASE_URL": database_url(),
         "CELERY_BROKER_URL": broker_url,
         "CELERY_TASK_DEFAULT_QUEUE": queue,
+        # Stream slots are keyed by user id, and every test database (one per
+        # pytest-xdist worker) has its own user 1: a Redis cache, shared by the
+        # sessions on TEST_REDIS_DB, keeps each session's keys apart.
+        "DJANGO_CACHE_KEY_PREFIX": queue,
         "PYTHONUNBUFFERED": "1",
     }
     env.update(extra)
@@ -154,21 +163,20 @@ def start_worker(
 def start_uvicorn(
     *, broker_url: str, queue: str, log_dir: Path, env: dict[str, str] | None = None
 ) -> tuple[Process, str]:
-    """``uvicorn project.asgi:application`` on a free port; returns it and its base URL."""
-    port = free_port()
+    """``uvicorn project.asgi:application`` on a port of its own; returns it and its base URL."""
     command = [
         str(BIN / "uvicorn"),
         "project.asgi:application",
         "--host",
         "127.0.0.1",
         "--port",
-        str(port),
+        "0",
         "--log-level",
         "info",
     ]
     environment = base_env(
         broker_url, queue, DJANGO_SETTINGS_MODULE="project.settings", **(env or {})
     )
-    server = Process("uvicorn", command, environment, log_dir / f"uvicorn-{port}.log")
-    server.wait_for("Application startup complete")
-    return server, f"http://127.0.0.1:{port}"
+    name = f"uvicorn-{uuid.uuid4().hex[:8]}"
+    server = Process(name, command, environment, log_dir / f"{name}.log")
+    return server, f"http://127.0.0.1:{server.listening_port()}"

@@ -10,10 +10,12 @@ per lock file (a stamp in node_modules says which).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import httpx
@@ -28,6 +30,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(tran
 
 JS = Path(__file__).resolve().parents[1] / "js"
 QUESTION = "What's the weather in Leipzig and what time is it?"
+# Redis channels of this session only: other sessions share TEST_REDIS_DB.
+PREFIX = f"ai-sdk-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="session")
@@ -38,9 +42,15 @@ def node():
         pytest.skip("node and npm are needed to run the AI SDK: apt-get install -y nodejs npm")
     digest = hashlib.sha256((JS / "package-lock.json").read_bytes()).hexdigest()
     stamp = JS / "node_modules" / ".installed-lock"
-    if not stamp.exists() or stamp.read_text() != digest:
-        subprocess.run([npm, "ci"], cwd=JS, check=True, capture_output=True, timeout=600)
-        stamp.write_text(digest)
+    # One installer at a time: pytest-xdist workers share tests/js, and two
+    # `npm ci` at once on a fresh checkout each delete the node_modules the
+    # other is filling. The second waits here, then finds the stamp. The lock
+    # file lives outside node_modules, which `npm ci` deletes first.
+    with (JS / ".npm-ci.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != digest:
+            subprocess.run([npm, "ci"], cwd=JS, check=True, capture_output=True, timeout=600)
+            stamp.write_text(digest)
     return node
 
 
@@ -70,7 +80,7 @@ def test_the_ai_sdk_reads_the_stream_and_validates_the_history(
         # The worker's deltas and "changed" reach the web process over Redis.
         env = {
             "CONVERSATIONS_EXECUTOR": "celery",
-            "CONVERSATIONS_EVENTS_URL": f"redis://127.0.0.1:6379/{TEST_REDIS_DB}?prefix=ai-sdk",
+            "CONVERSATIONS_EVENTS_URL": f"redis://127.0.0.1:6379/{TEST_REDIS_DB}?prefix={PREFIX}",
             "DJANGO_CACHE_URL": f"redis://127.0.0.1:6379/{TEST_REDIS_DB}",
         }
         workers(**env)

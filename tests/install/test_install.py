@@ -30,7 +30,9 @@ from urllib.parse import urlsplit
 import pytest
 from django.db import connection
 
-pytestmark = pytest.mark.slow
+# One pytest-xdist worker runs the whole module (`--dist loadgroup`, as
+# `make test` runs it), so the wheel and the virtualenv are built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install")]
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_DOC = REPO / "docs" / "install.md"

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,46 +13,33 @@ from rest_framework.authtoken.models import Token
 
 from conversations.models import MCPServer, MCPTransport
 from conversations.tools import ToolError, registry, tool
-from tests.processes import free_port
+from tests.processes import Process
 
 SERVER_SCRIPT = str(Path(__file__).with_name("demo_server.py"))
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 
-def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("the MCP demo server exited at startup")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError("the MCP demo server did not start listening")
-
-
 @pytest.fixture
-def http_server_url() -> Iterator[Callable[..., str]]:
+def http_server_url(tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Start ``demo_server.py`` over streamable HTTP; returns its URL."""
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[Process] = []
 
     def start(**env: str) -> str:
-        port = free_port()
-        process = subprocess.Popen(
-            [sys.executable, SERVER_SCRIPT, "http", str(port)],
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        # Port 0: the server binds a port of the kernel's choosing and logs it.
+        name = f"mcp-{len(started)}"
+        process = Process(
+            name,
+            [sys.executable, SERVER_SCRIPT, "http", "0"],
+            {**os.environ, **env},
+            tmp_path / f"{name}.log",
         )
         started.append(process)
-        _wait_listening(port, process)
-        return f"http://127.0.0.1:{port}/mcp"
+        return f"http://127.0.0.1:{process.listening_port()}/mcp"
 
     yield start
     for process in started:
-        process.terminate()
-        process.wait(timeout=10)
+        process.stop()
 
 
 @pytest.fixture

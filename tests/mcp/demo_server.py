@@ -1,7 +1,8 @@
 """A small MCP server written with the SDK's server API, started by the tests.
 
 ``python demo_server.py stdio`` serves over stdin/stdout;
-``python demo_server.py http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp.
+``python demo_server.py http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp (PORT 0:
+one the kernel picks, which uvicorn logs).
 ``MCP_DEMO_VARIANT=changed`` gives ``add`` a different input schema, as a server
 update would; ``MCP_DEMO_SECRET`` (from the environment the client passes) is
 what ``whoami`` reports.
