@@ -13,6 +13,8 @@ from conversations.api import urls as api_urls
 
 pytestmark = pytest.mark.django_db
 
+NOBODY = uuid.UUID("00000000-0000-4000-8000-000000000000")  # no conversation has it
+
 ROUTES = [
     pattern
     for pattern in api_urls.urlpatterns
@@ -115,7 +117,9 @@ def assert_json_404(response) -> dict:
         "/api/nope/",
         "/api/conversations/not-a-uuid/",
         "/api/conversations/not-a-uuid/messages/",
-        f"/api/conversations/{uuid.uuid4()}/nope/",
+        # A fixed id: a parameter drawn at import would differ between the
+        # pytest-xdist workers, which must all collect the same test ids.
+        f"/api/conversations/{NOBODY}/nope/",
         "/api/runs/123/cancel/",
     ],
 )
