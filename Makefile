@@ -6,10 +6,12 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # pytest-xdist workers per pass of `make test`: auto is one per CPU core. Each
-# worker has its own test database (test_<name>_gw0, ...); loadgroup keeps the
-# tests of one xdist_group (the install test's module) on one worker.
+# worker has its own test database (test_<name>_gw0, ...). loadfile runs all of
+# a module on one worker, so a module fixture (the install test's wheel and
+# virtualenv) is built once; in file order, so the longest modules (fuzzing,
+# browser, install) start early instead of ending the pass on one worker.
 TEST_WORKERS ?= auto
-XDIST := -n $(TEST_WORKERS) --dist loadgroup
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # What django-upgrade checks: every tracked Python file of these trees.
 UPGRADE_FILES := 'conversations/*.py' 'project/*.py' 'tests/*.py' 'bench/*.py'
 # The demo needs only the package and its runtime dependencies; tests and

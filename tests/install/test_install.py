@@ -30,9 +30,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.db import connection
 
-# One pytest-xdist worker runs the whole module (`--dist loadgroup`, as
-# `make test` runs it), so the wheel and the virtualenv are built once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("install")]
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_DOC = REPO / "docs" / "install.md"
