@@ -28,6 +28,7 @@ from conversations.providers.base import HTTPProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
+from conversations.providers.openai_responses import OpenAIResponsesProvider
 
 __all__ = ["WIRES", "FakeAnswer", "FakeProviderServer", "Wire", "openai_body", "paced"]
 
@@ -199,6 +200,8 @@ class Wire:
     whole: Callable[[str], dict[str, Any]]
     adapter: type[HTTPProvider]
     """The adapter that speaks it."""
+    finish: Callable[[str], bytes] | None = None
+    """The end of a stream whose text was this (for a wire whose end repeats the text)."""
 
     def connect(self, server: FakeProviderServer, **kwargs: Any) -> HTTPProvider:
         """The adapter, pointed at ``server`` (``kwargs``: its settings)."""
@@ -208,7 +211,11 @@ class Wire:
 
     def stream(self, *texts: str) -> list[bytes]:
         """A complete stream of ``texts``, one record each."""
-        return [self.start, *(self.delta(text) for text in texts), self.end]
+        return [self.start, *(self.delta(text) for text in texts), self.ending("".join(texts))]
+
+    def ending(self, text: str) -> bytes:
+        """The records that end a stream whose text was ``text``."""
+        return self.finish(text) if self.finish else self.end
 
 
 _OPENAI_FINISH = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
@@ -222,6 +229,24 @@ def _gemini(text: str, finish: str | None = None) -> dict[str, Any]:
     if finish:
         candidate["finishReason"] = finish
     return {"candidates": [candidate], **({"usageMetadata": _GEMINI_USAGE} if finish else {})}
+
+
+def _responses(text: str) -> dict[str, Any]:
+    """A Responses API ``response`` object answering ``text``."""
+    message = {"type": "message", "role": "assistant", "status": "completed"}
+    message["content"] = [{"type": "output_text", "text": text, "annotations": []}]
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "fake-model",
+        "output": [message],
+        "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
+    }
+
+
+def _responses_event(kind: str, **fields: Any) -> bytes:
+    return _sse({"type": kind, **fields}, kind)
 
 
 def _ollama(text: str, *, done: bool) -> dict[str, Any]:
@@ -284,6 +309,21 @@ WIRES: dict[str, Wire] = {
         keep_alive=b":\n\n",
         whole=lambda text: _gemini(text, "STOP"),
         adapter=GeminiProvider,
+    ),
+    "openai_responses": Wire(
+        content_type="text/event-stream",
+        start=_responses_event(
+            "response.created", response={**_responses(""), "status": "in_progress", "output": []}
+        ),
+        delta=lambda text: _responses_event(
+            "response.output_text.delta", output_index=0, content_index=0, delta=text
+        ),
+        end=_responses_event("response.completed", response=_responses("")),
+        # The final response repeats the whole text, which the answer is read from.
+        finish=lambda text: _responses_event("response.completed", response=_responses(text)),
+        keep_alive=b": keep-alive\n\n",
+        whole=_responses,
+        adapter=OpenAIResponsesProvider,
     ),
     "ollama": Wire(
         content_type="application/x-ndjson",

@@ -98,6 +98,15 @@ class ResponsesStreamParser:
 
     # The protocol -------------------------------------------------------------
 
+    def progress(self) -> object:
+        """What has been said beside the deltas (call items, the final response): changes are news.
+
+        A keep-alive comment, a lifecycle event or an unknown type changes none of it.
+        """
+        final = self._final
+        end = None if final is None else (final.get("status"), repr(final.get("usage")))
+        return (len(self._calls), len(self._done_items), end)
+
     def feed(self, event: str, data: str) -> Iterator[Delta]:
         """The deltas of one event; a malformed one raises ``KeyError``/``TypeError``/``ValueError``."""
         record = _mapping(json.loads(data), "an event")

@@ -188,6 +188,6 @@ def test_a_finish_or_usage_record_is_news_and_a_keep_alive_is_not(name):
     fed(name, parser, wire.start + wire.delta("Hi"))
     for before, after, deltas in fed(name, parser, wire.keep_alive * 3):
         assert before == after and deltas == []
-    end = fed(name, parser, wire.end)
+    end = fed(name, parser, wire.ending("Hi"))
     assert end and end[0][0] != end[-1][1]  # the idle bound restarts on the end's records
     assert parser.finish().content == "Hi"
