@@ -54,6 +54,7 @@ def in_thread(action: Callable[[], Any]) -> Any:
     thread = threading.Thread(target=target)
     thread.start()
     thread.join(GATE_SECONDS)
+    assert "value" in result, "the query in its own thread gave no answer"
     return result["value"]
 
 
@@ -62,8 +63,8 @@ def ollama_line(message: dict[str, Any], **fields: Any) -> bytes:
     return json.dumps({**line, **fields}).encode() + b"\n"
 
 
-def count_call(city: str) -> dict[str, Any]:
-    return {"function": {"name": "count_sheep", "arguments": {"field": city}}}
+def count_call(field: str) -> dict[str, Any]:
+    return {"function": {"name": "count_sheep", "arguments": {"field": field}}}
 
 
 @pytest.fixture
