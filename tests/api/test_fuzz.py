@@ -131,7 +131,7 @@ def test_schemathesis_finds_no_server_error(user, profile, demo_conversation, ca
     probes: collections.Counter = collections.Counter()
     unsatisfiable: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 26
+    assert len(operations) == 28  # with GET /outputs/ and GET /output-schemas/
 
     for operation in operations:
         label = f"{operation.method.upper()} {operation.path}"

@@ -61,7 +61,9 @@ def markdown_conversation(owner):
 
 def stopped_conversation(owner):
     """An answer cut short by Stop, with the token figure the ledger recorded."""
-    stopped = MessageDetails(model="demo-1", finish_reason="cancelled", usage=Usage(10, 42))
+    stopped = MessageDetails(
+        model="demo-1", finish_reason="cancelled", usage=Usage(10, 42, estimated=True)
+    )
     return conversation_with(owner, "Stopped sample", ("Tell me a story", STOPPED_ANSWER, stopped))
 
 
