@@ -19,7 +19,7 @@ from typing import Any, Final
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from referencing import Registry
-from referencing.exceptions import NoSuchResource
+from referencing.exceptions import NoSuchResource, Unresolvable
 
 from conversations.exceptions import InvalidArgumentError
 
@@ -197,6 +197,8 @@ def check_output(
         error: ValidationError | None = best_match(validator.iter_errors(value))
     except RecursionError:
         return OutputCheck(error="the schema recurses without end on this answer")
+    except Unresolvable as exc:  # a reference that is neither local nor fetched
+        return OutputCheck(error=f"the schema refers to {exc.ref!r}, which is not in it")
     if error is not None:
         return OutputCheck(pointer=json_pointer(error.absolute_path), error=error.message[:500])
     return OutputCheck(value=value, valid=True)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conversations.domain.output import (
+    OutputSpec,
     check_output,
     check_schema,
     schema_sha256,
@@ -115,3 +116,74 @@ def test_the_strict_subset_requires_closed_objects_listing_every_property():
         {**closed, "properties": {"a": {"type": "string", "minLength": 2}}}
     )
     assert strict_subset_problem({"type": "array"}) == "the root is not an object schema"
+
+
+def test_a_reference_the_schema_does_not_hold_is_a_failed_check_never_a_fetch():
+    check = check_output('{"a": 1}', {"$ref": "urn:example:elsewhere"})
+    assert not check.valid
+    assert "urn:example:elsewhere" in check.error
+
+
+def test_an_answer_nested_deeper_than_the_limit_names_where():
+    check = check_output("[[[[1]]]]", {"type": "array"}, max_depth=2)
+    assert not check.valid
+    assert check.pointer == "/0/0"
+    assert check.error == "nested deeper than 2 levels"
+
+
+def test_a_schema_that_recurses_without_end_fails_the_check_without_a_crash():
+    endless = {"$defs": {"n": {"anyOf": [{"$ref": "#/$defs/n"}]}}, "$ref": "#/$defs/n"}
+    check = check_output('{"a": 1}', endless)
+    assert not check.valid
+    assert check.error == "the schema recurses without end on this answer"
+
+
+def test_an_output_spec_refuses_a_schema_that_is_not_an_object():
+    with pytest.raises(InvalidArgumentError, match="must be a JSON object"):
+        OutputSpec(schema=[1, 2])
+
+
+def test_the_strict_subset_names_an_unknown_keyword_and_a_missing_required():
+    closed = {"type": "object", "properties": {}, "additionalProperties": False, "required": []}
+    assert strict_subset_problem({**closed, "oneOf": []}) == "the root uses oneOf"
+    loose = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    assert strict_subset_problem(loose) == "the root does not require every property"
+
+
+def test_the_strict_subset_looks_inside_items_and_any_of():
+    open_object = {"type": "object", "properties": {}, "additionalProperties": True}
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "array", "items": {"type": "string"}},
+            "c": {"anyOf": [{"type": "string"}, {**open_object, "required": []}]},
+        },
+        "additionalProperties": False,
+        "required": ["a", "c"],
+    }
+    assert strict_subset_problem(schema) == (
+        "/properties/c/anyOf/1 does not set additionalProperties: false"
+    )
+    inside_items = {
+        "type": "object",
+        "properties": {"a": {"type": "array", "items": {**open_object, "required": []}}},
+        "additionalProperties": False,
+        "required": ["a"],
+    }
+    assert strict_subset_problem(inside_items) == (
+        "/properties/a/items does not set additionalProperties: false"
+    )
+
+
+def test_the_strict_subset_skips_boolean_schemas_and_limits_object_depth():
+    closed = {"type": "object", "additionalProperties": False}
+    with_true = {**closed, "properties": {"a": {"anyOf": [True]}}, "required": ["a"]}
+    assert strict_subset_problem(with_true) is None
+    deep: dict = {**closed, "properties": {}, "required": []}
+    for _ in range(11):
+        deep = {**closed, "properties": {"x": deep}, "required": ["x"]}
+    assert "nests objects deeper than 10" in strict_subset_problem(deep)
