@@ -13,6 +13,11 @@ The whole run is one assistant UI message, one step per model call, whose id
 is ``run-<run id>`` (the stored messages do not exist yet when the
 stream starts); ``GET .../chat/`` groups the stored rows under the same id.
 
+Should a read find the connection pool dry (no connection within its
+timeout), the response ends as a whole stream does, with an ``error`` chunk
+saying the service is busy, ``finish`` and ``[DONE]``, instead of breaking
+off: the run goes on, and the history (``GET``) shows it when loaded again.
+
 Rows are read when the loop says it committed some (``changed``) and, as a
 fallback, as often as the run event stream reads them (every half second
 with the in-process bus, every five seconds with a bus between processes,
@@ -30,9 +35,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 
 from conversations import events, selectors
+from conversations.database import database_busy
 from conversations.models import BUSY_RUN_STATUSES, Message, Run, ToolApproval, ToolCall
 
 from ..sse.slots import release_connections
@@ -377,6 +383,11 @@ class ChatStream:
                 if frame:
                     yield frame
                 frame = self._next(self.subscription.get(self._wait()))
+        except DatabaseError as exc:
+            if not database_busy(exc):
+                raise
+            release_connections()
+            yield self._busy()
         finally:
             self.subscription.close()
 
@@ -390,6 +401,10 @@ class ChatStream:
                     yield frame
                 event = await self.subscription.aget(self._wait())
                 frame = await read(partial(self._next, event))
+        except DatabaseError as exc:
+            if not database_busy(exc):
+                raise
+            yield self._busy()
         finally:
             self.subscription.close()
 
@@ -427,6 +442,13 @@ class ChatStream:
             return read()
         finally:
             close_old_connections()
+
+    def _busy(self) -> bytes:
+        """The last words of a response that found no free database connection."""
+        self.finished = self._done = True
+        busy = "The service is busy. Load the conversation again in a moment: the run goes on."
+        finish = {"type": "finish", "finishReason": "other"}
+        return encode([*self._close_step(), {"type": "error", "errorText": busy}, finish]) + DONE
 
     def _timed_out(self) -> list[Chunk]:
         self.finished = True
