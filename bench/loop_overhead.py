@@ -24,6 +24,14 @@ of a 5-round turn spread over its rounds. The table's query and commit counts
 are exact per-round figures instead (counted between two model calls); the
 fixed part of a turn is printed under the table.
 
+When the ``bench`` extra's LangGraph is installed, the same cells also run
+LangGraph's graph with the checkpointer of the same database
+(``PostgresSaver`` or ``SqliteSaver``, ``durability="sync"``; see
+``langgraph_peer.py``), interleaved with the other two, and a second table
+sets our round against it, with its statements and commits per round and
+which loop records a call before running it. Without pydantic-ai or
+LangGraph the bench says so and measures what it can.
+
 The performance targets (docs/performance.md) are printed with PASS/MISS. This is information, not a
 test: the exit code is 0 whatever the numbers (see docs/performance.md).
 """
@@ -33,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import os
 import re
 import statistics
 import sys
@@ -40,9 +49,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import version as installed
+from pathlib import Path
 from typing import Any
 
 # bench/ is sys.path[0] when run as a script
+import langgraph_peer
 from databases import (
     REPO,
     add_database_options,
@@ -59,6 +70,37 @@ TARGETS = {
     "sqlite": {1: 1.0, 5: 1.0, 20: 0.8},
     "postgresql": {1: 2.0, 5: 1.5, 20: 1.0},
 }
+# Against LangGraph with the checkpointer of the same database, durability="sync":
+# ours must be no slower, for every k.
+LANGGRAPH_TARGETS = {
+    "sqlite": {1: 1.0, 5: 1.0, 20: 1.0},
+    "postgresql": {1: 1.0, 5: 1.0, 20: 1.0},
+}
+WHO_RECORDS_FIRST = (
+    "ours: yes. A round's calls are committed with status `running` before any of them starts;",
+    "  after a crash, recovery marks them interrupted and never runs them again.",
+    "LangGraph: no. The calls are in the model step's checkpoint, the tools step writes only after",
+    "  its calls ran; resuming after a crash runs the tools step, every call of it, again.",
+    "pydantic-ai: no record at all (in memory).",
+)
+
+
+def _missing(module: str, what: str) -> str | None:
+    try:
+        __import__(module)
+    except ImportError as exc:
+        return (
+            f"{what} skipped ({exc}): install the bench extra, "
+            "`.venv/bin/pip install -e '.[bench]'`"
+        )
+    return None
+
+
+PYDANTIC_AI = _missing("pydantic_ai", "pydantic-ai comparison")
+"""Why pydantic-ai is not compared, or ``None`` when it is installed."""
+LANGGRAPH_MISSING = langgraph_peer.available()
+"""Why LangGraph is not compared, or ``None`` when it is installed."""
+
 # The sleeping cell: k calls of a tool that sleeps this long, in each round.
 SLEEP_CALLS = 5
 SLEEP_SECONDS = 0.2
@@ -105,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=CALLS_PER_ROUND,
         help="after the table, profile our loop at this k (cProfile + time per SQL statement)",
     )
+    parser.add_argument(
+        "--skip-sleeping",
+        action="store_true",
+        help="leave out the sleeping cell (5 calls of a 200 ms tool per round)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -120,6 +167,8 @@ def _passed_on(args: argparse.Namespace) -> list[str]:
         passed += ["--postgres-url", args.postgres_url]
     if args.profile:
         passed += ["--profile", str(args.profile)]
+    if args.skip_sleeping:
+        passed.append("--skip-sleeping")
     return passed
 
 
@@ -343,7 +392,12 @@ class Cell:
     k: int
     ours: list[float]
     theirs: list[float]
+    """pydantic-ai's turns (empty without it)."""
     counts: Counts
+    graph: list[float] = field(default_factory=list)
+    """LangGraph's turns (empty without it)."""
+    graph_tally: Any = None
+    """LangGraph's counted turn (a ``langgraph_peer.Tally``), or ``None``."""
 
     def per_round_ms(self, samples: list[float]) -> float:
         return statistics.median(samples) / ROUNDS * 1000
@@ -356,18 +410,44 @@ class Cell:
 
     def round_counts(self) -> list[tuple[int, int]]:
         """(queries, commits) of each tool round: from model call i to model call i + 1."""
-        return [_difference(self.counts.marks[i], self.counts.marks[i + 1]) for i in range(ROUNDS)]
+        return _per_round(self.counts.marks)
+
+    def graph_round_counts(self) -> list[tuple[int, int]]:
+        """LangGraph's (statements, commits) of each tool round, counted the same way."""
+        return _per_round(self.graph_tally.marks)
+
+
+def _per_round(marks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [_difference(marks[i], marks[i + 1]) for i in range(ROUNDS)]
 
 
 def _difference(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, int]:
     return after[0] - before[0], after[1] - before[1]
 
 
-def measure(ours: Ours, k: int, runs: int, warmup: int, tool: Callable[[str], str] = echo) -> Cell:
-    agent = pydantic_agent(k, tool)
+def measure(
+    ours: Ours,
+    k: int,
+    runs: int,
+    warmup: int,
+    tool: Callable[[str], str] = echo,
+    graph: Any = None,
+) -> Cell:
+    """Our turns, pydantic-ai's (when installed) and ``graph``'s (a LangGraphLoop, or None),
+    interleaved turn by turn."""
+    agent = pydantic_agent(k, tool) if PYDANTIC_AI is None else None
+    loops: list[tuple[list[float], Callable[[], float]]] = []
+    mine: list[float] = []
+    theirs: list[float] = []
+    graphs: list[float] = []
+    loops.append((mine, lambda: ours.turn(k)))
+    if agent is not None:
+        loops.append((theirs, lambda: pydantic_turn(agent)))
+    if graph is not None:
+        loops.append((graphs, lambda: graph.turn(k)))
     for _ in range(warmup):
-        ours.turn(k)
-        pydantic_turn(agent)
+        for _samples, turn in loops:
+            turn()
     refresh_statistics()
     # What exists now (Django, pydantic-ai and their imports, the agent) lives for
     # the whole process: freezing it keeps collections during a timed turn from
@@ -375,17 +455,25 @@ def measure(ours: Ours, k: int, runs: int, warmup: int, tool: Callable[[str], st
     gc.collect()
     gc.freeze()
     counts = ours.counted_turn(k)
-    mine: list[float] = []
-    theirs: list[float] = []
+    tally = graph.counted_turn(k) if graph is not None else None
     for i in range(runs):
-        # Alternate who goes first, so neither always runs on a warmer cache.
-        if i % 2:
-            theirs.append(pydantic_turn(agent))
-            mine.append(ours.turn(k))
-        else:
-            mine.append(ours.turn(k))
-            theirs.append(pydantic_turn(agent))
-    return Cell(k, mine, theirs, counts)
+        # Rotate who goes first, so none always runs on a warmer cache.
+        shift = i % len(loops)
+        for samples, turn in loops[shift:] + loops[:shift]:
+            samples.append(turn())
+    return Cell(k, mine, theirs, counts, graphs, tally)
+
+
+def _row(cell: Cell, samples: list[float]) -> str:
+    q1, q3 = cell.quartiles_ms(samples)
+    return f"{cell.per_round_ms(samples):>7.2f} [{q1:>5.2f}-{q3:>5.2f}]"
+
+
+def _steady(per_round: list[tuple[int, int]]) -> tuple[str, str]:
+    """The counts of a round, or '*' when they differ between rounds."""
+    if all(c == per_round[0] for c in per_round):
+        return str(per_round[0][0]), str(per_round[0][1])
+    return "*", "*"
 
 
 def print_table(vendor: str, where: str, cells: list[Cell], runs: int, machine: list[str]) -> None:
@@ -395,6 +483,8 @@ def print_table(vendor: str, where: str, cells: list[Cell], runs: int, machine: 
         print(f"   {line}")
     print(f"   median of {runs} turns per cell; ms per round = turn / {ROUNDS}; IQR in brackets")
     print()
+    if PYDANTIC_AI is not None:
+        print(f"   {PYDANTIC_AI}")
     header = (
         f"{'k':>3}  {'ours ms/round':>22}  {'queries':>7}  {'commits':>7}  "
         f"{'pydantic-ai ms/round':>22}  {'ratio':>5}  {'target':>6}"
@@ -402,24 +492,20 @@ def print_table(vendor: str, where: str, cells: list[Cell], runs: int, machine: 
     print(header)
     print("-" * (len(header) + 6))
     for cell in cells:
-        mine = cell.per_round_ms(cell.ours)
-        theirs = cell.per_round_ms(cell.theirs)
-        ratio = mine / theirs
-        target = TARGETS[vendor][cell.k]
-        per_round = cell.round_counts()
-        queries, commits = per_round[0]
-        # The counts must not depend on the round either; flag it if they do.
-        steady = all(c == per_round[0] for c in per_round)
-        q1, q3 = cell.quartiles_ms(cell.ours)
-        t1, t3 = cell.quartiles_ms(cell.theirs)
-        print(
-            f"{cell.k:>3}  {mine:>7.2f} [{q1:>5.2f}-{q3:>5.2f}]  "
-            f"{queries if steady else '*':>7}  {commits if steady else '*':>7}  "
-            f"{theirs:>7.2f} [{t1:>5.2f}-{t3:>5.2f}]  {ratio:>5.2f}  "
-            f"{'<= ' + format(target, '.1f'):>6}  {'PASS' if ratio <= target else 'MISS'}"
-        )
-        if not steady:
-            print(f"     * counts differ between rounds (queries, commits): {per_round}")
+        queries, commits = _steady(cell.round_counts())
+        line = f"{cell.k:>3}  {_row(cell, cell.ours)}  {queries:>7}  {commits:>7}  "
+        if cell.theirs:
+            ratio = cell.per_round_ms(cell.ours) / cell.per_round_ms(cell.theirs)
+            target = TARGETS[vendor][cell.k]
+            line += (
+                f"{_row(cell, cell.theirs)}  {ratio:>5.2f}  "
+                f"{'<= ' + format(target, '.1f'):>6}  {'PASS' if ratio <= target else 'MISS'}"
+            )
+        else:
+            line += f"{'(not installed)':>22}"
+        print(line)
+        if queries == "*":
+            print(f"     * counts differ between rounds (queries, commits): {cell.round_counts()}")
     first = cells[0].counts
     start_q, start_c = first.marks[0]
     end_q, end_c = _difference(first.marks[-2], first.marks[-1])
@@ -431,6 +517,43 @@ def print_table(vendor: str, where: str, cells: list[Cell], runs: int, machine: 
         f"   Outside the rounds, per turn: before the first model call {start_q} queries / "
         f"{start_c} commits; after the last (answer stored, run finished) {end_q} / {end_c}."
     )
+    print()
+    print_graph_table(vendor, cells)
+
+
+def print_graph_table(vendor: str, cells: list[Cell]) -> None:
+    """Ours against LangGraph with its checkpointer for this database, sync durability."""
+    if not cells[0].graph:
+        print(f"   {LANGGRAPH_MISSING}")
+        print()
+        return
+    saver = "PostgresSaver" if vendor == "postgresql" else "SqliteSaver"
+    print(f"   vs LangGraph + {saver}, durability='sync', the same turns interleaved")
+    print(f"   ({langgraph_peer.versions()})")
+    header = (
+        f"{'k':>3}  {'ours ms/round':>22}  {'q':>3}  {'c':>3}  "
+        f"{'LangGraph ms/round':>22}  {'q':>3}  {'c':>3}  {'ratio':>5}  {'target':>6}"
+    )
+    print(header)
+    print("-" * (len(header) + 6))
+    for cell in cells:
+        queries, commits = _steady(cell.round_counts())
+        statements, graph_commits = _steady(cell.graph_round_counts())
+        ratio = cell.per_round_ms(cell.ours) / cell.per_round_ms(cell.graph)
+        target = LANGGRAPH_TARGETS[vendor][cell.k]
+        print(
+            f"{cell.k:>3}  {_row(cell, cell.ours)}  {queries:>3}  {commits:>3}  "
+            f"{_row(cell, cell.graph)}  {statements:>3}  {graph_commits:>3}  {ratio:>5.2f}  "
+            f"{'<= ' + format(target, '.1f'):>6}  {'PASS' if ratio <= target else 'MISS'}"
+        )
+    print(
+        "   LangGraph's q/c: statements its checkpointer sent (each row of an executemany "
+        "is one) and write transactions committed, per tool round, counted between two "
+        "model calls through the driver's hooks."
+    )
+    print("   Which loop records a call as running before it runs it:")
+    for line in WHO_RECORDS_FIRST:
+        print(f"     {line}")
     print()
 
 
@@ -525,6 +648,20 @@ def _statement_shape(sql: str) -> str:
     return f"{verb} {table}{extra}"
 
 
+def langgraph_loop(connection: Any) -> Any:
+    """LangGraph with the checkpointer of ``connection``'s database, in the bench's database."""
+    from django.conf import settings
+
+    if connection.vendor == "postgresql":
+        return langgraph_peer.LangGraphLoop(
+            "postgresql", ROUNDS, call_arguments, echo, postgres_url=os.environ["DATABASE_URL"]
+        )
+    folder = Path(settings.DATABASES["default"]["NAME"]).parent
+    return langgraph_peer.LangGraphLoop(
+        "sqlite", ROUNDS, call_arguments, echo, sqlite_path=folder / "langgraph.sqlite3"
+    )
+
+
 def bench_one(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         try:
@@ -552,14 +689,28 @@ def bench_one(args: argparse.Namespace) -> int:
         tools = stack.enter_context(registry.isolated(empty=True))
         tool(registry=tools)(echo)
         ours = Ours(user)
-        cells = [measure(ours, k, args.runs, args.warmup) for k in CALLS_PER_ROUND]
-        with registry.isolated(empty=True) as napping:
-            tool(registry=napping)(nap)
-            sleeping = measure(Ours(user, tool="nap"), SLEEP_CALLS, args.runs, args.warmup, nap)
-        versions = f", pydantic-ai-slim {installed('pydantic-ai-slim')}"
+        load_at_start = os.getloadavg()
+        graph = None
+        if LANGGRAPH_MISSING is None:
+            graph = stack.enter_context(contextlib.closing(langgraph_loop(connection)))
+            if args.durability == "relaxed" and connection.vendor == "postgresql":
+                graph.saver.conn.execute("SET synchronous_commit TO off")
+        cells = [measure(ours, k, args.runs, args.warmup, graph=graph) for k in CALLS_PER_ROUND]
+        sleeping = None
+        if not args.skip_sleeping and PYDANTIC_AI is None:
+            with registry.isolated(empty=True) as napping:
+                tool(registry=napping)(nap)
+                sleeping = measure(Ours(user, tool="nap"), SLEEP_CALLS, args.runs, args.warmup, nap)
+        versions = "" if PYDANTIC_AI else f", pydantic-ai-slim {installed('pydantic-ai-slim')}"
         machine = describe_machine(connection.vendor, versions=versions)
+        machine.insert(
+            2, "load average when the cells started " + " ".join(f"{x:.2f}" for x in load_at_start)
+        )
         print_table(connection.vendor, where, cells, args.runs, machine)
-        print_sleeping(sleeping)
+        if sleeping is not None:
+            print_sleeping(sleeping)
+        elif PYDANTIC_AI is not None:
+            print(f"   The sleeping cell needs pydantic-ai: {PYDANTIC_AI}")
         if args.profile:
             profile(ours, args.profile, args.runs)
     # Informational only: a missed target is reported above, never as a failure.
