@@ -115,6 +115,10 @@ class LangGraphLoop:
     def close(self) -> None:
         self._stack.close()
 
+    def backend_pid(self) -> int | None:
+        """The PostgreSQL backend's process id (``None`` on SQLite)."""
+        return self.saver.conn.info.backend_pid if self.vendor == "postgresql" else None
+
     # The checkpointer, as LangGraph's from_conn_string makes it, with counting hooks.
 
     def _saver(self, postgres_url: str, sqlite_path: Path | None) -> Any:

@@ -398,6 +398,9 @@ class Cell:
     """LangGraph's turns (empty without it)."""
     graph_tally: Any = None
     """LangGraph's counted turn (a ``langgraph_peer.Tally``), or ``None``."""
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+    """CPU seconds of each turn by loop ("ours", "graph"): this process's, plus the database
+    backend's when it runs on this machine (PostgreSQL)."""
 
     def per_round_ms(self, samples: list[float]) -> float:
         return statistics.median(samples) / ROUNDS * 1000
@@ -436,17 +439,19 @@ def measure(
     """Our turns, pydantic-ai's (when installed) and ``graph``'s (a LangGraphLoop, or None),
     interleaved turn by turn."""
     agent = pydantic_agent(k, tool) if PYDANTIC_AI is None else None
-    loops: list[tuple[list[float], Callable[[], float]]] = []
+    loops: list[tuple[list[float], Callable[[], float], list[float], Callable[[], float]]] = []
     mine: list[float] = []
     theirs: list[float] = []
     graphs: list[float] = []
-    loops.append((mine, lambda: ours.turn(k)))
+    cpu: dict[str, list[float]] = {"ours": [], "pydantic-ai": [], "graph": []}
+    loops.append((mine, lambda: ours.turn(k), cpu["ours"], _server_clock(_django_backend())))
     if agent is not None:
-        loops.append((theirs, lambda: pydantic_turn(agent)))
+        loops.append((theirs, lambda: pydantic_turn(agent), cpu["pydantic-ai"], lambda: 0.0))
     if graph is not None:
-        loops.append((graphs, lambda: graph.turn(k)))
+        server = _server_clock(graph.backend_pid())
+        loops.append((graphs, lambda: graph.turn(k), cpu["graph"], server))
     for _ in range(warmup):
-        for _samples, turn in loops:
+        for _samples, turn, _cpu, _server in loops:
             turn()
     refresh_statistics()
     # What exists now (Django, pydantic-ai and their imports, the agent) lives for
@@ -459,9 +464,35 @@ def measure(
     for i in range(runs):
         # Rotate who goes first, so none always runs on a warmer cache.
         shift = i % len(loops)
-        for samples, turn in loops[shift:] + loops[:shift]:
+        for samples, turn, spent, server in loops[shift:] + loops[:shift]:
+            started = time.process_time(), server()
             samples.append(turn())
-    return Cell(k, mine, theirs, counts, graphs, tally)
+            spent.append(time.process_time() - started[0] + server() - started[1])
+    return Cell(k, mine, theirs, counts, graphs, tally, cpu)
+
+
+def _django_backend() -> int | None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])
+
+
+def _server_clock(pid: int | None) -> Callable[[], float]:
+    """CPU seconds the database backend ``pid`` has run, when its ``/proc`` entry is readable
+    (the server on this machine); else always 0."""
+
+    def clock() -> float:
+        try:
+            with open(f"/proc/{pid}/schedstat") as stat:
+                return int(stat.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    return clock if pid is not None and clock() > 0 else lambda: 0.0
 
 
 def _row(cell: Cell, samples: list[float]) -> str:
@@ -532,7 +563,8 @@ def print_graph_table(vendor: str, cells: list[Cell]) -> None:
     print(f"   ({langgraph_peer.versions()})")
     header = (
         f"{'k':>3}  {'ours ms/round':>22}  {'q':>3}  {'c':>3}  "
-        f"{'LangGraph ms/round':>22}  {'q':>3}  {'c':>3}  {'ratio':>5}  {'target':>6}"
+        f"{'LangGraph ms/round':>22}  {'q':>3}  {'c':>3}  {'ratio':>5}  {'target':>6}  "
+        f"{'CPU ms/round ours / LangGraph':>30}"
     )
     print(header)
     print("-" * (len(header) + 6))
@@ -541,15 +573,26 @@ def print_graph_table(vendor: str, cells: list[Cell]) -> None:
         statements, graph_commits = _steady(cell.graph_round_counts())
         ratio = cell.per_round_ms(cell.ours) / cell.per_round_ms(cell.graph)
         target = LANGGRAPH_TARGETS[vendor][cell.k]
+        mine_cpu, graph_cpu = (cell.per_round_ms(cell.cpu[name]) for name in ("ours", "graph"))
         print(
             f"{cell.k:>3}  {_row(cell, cell.ours)}  {queries:>3}  {commits:>3}  "
             f"{_row(cell, cell.graph)}  {statements:>3}  {graph_commits:>3}  {ratio:>5.2f}  "
-            f"{'<= ' + format(target, '.1f'):>6}  {'PASS' if ratio <= target else 'MISS'}"
+            f"{'<= ' + format(target, '.1f'):>6}  {'PASS' if ratio <= target else 'MISS'}  "
+            f"{mine_cpu:>8.2f} / {graph_cpu:<6.2f} ({mine_cpu / graph_cpu:.2f})"
         )
     print(
         "   LangGraph's q/c: statements its checkpointer sent (each row of an executemany "
         "is one) and write transactions committed, per tool round, counted between two "
         "model calls through the driver's hooks."
+    )
+    print(
+        "   CPU: median per turn / 5 of this process's CPU time (all its threads) plus, "
+        + (
+            "on PostgreSQL, the CPU time of the loop's server backend (/proc/<pid>/schedstat)"
+            if vendor == "postgresql"
+            else "on SQLite, nothing more (the database runs in the process)"
+        )
+        + ": unlike wall time, it does not grow while a process waits for a busy core."
     )
     print("   Which loop records a call as running before it runs it:")
     for line in WHO_RECORDS_FIRST:

@@ -71,6 +71,7 @@ from conversations.models import ToolCall as ToolCallRow
 from conversations.selectors import ToolSettings
 
 from .. import _sql
+from ..transcript.messages import touch_conversation
 from ..usage.prices import PRICE_FIELDS, Prices
 
 __all__ = [
@@ -91,6 +92,8 @@ class Held:
     """Whether a cancellation was asked for."""
     budgets_apply: bool
     """Whether any active budget covers the run's next model call (block or warn)."""
+    states_stored: bool = False
+    """Whether the same statement wrote the calls' states (PostgreSQL)."""
 
 
 def _budgets_apply_sql() -> str:
@@ -206,7 +209,9 @@ def _held(run: Run) -> tuple[str, list[Any]]:
     )
 
 
-def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> bool:
+def charge_run(
+    run: Run, usage: Usage, *, rounds: int, cost: Decimal | None, touch: bool = False
+) -> bool:
     """Add a model call to the run's counters, refresh its heartbeat: fenced, one ``UPDATE``;
     return the run's ``cancel_requested`` as that statement left it.
 
@@ -216,6 +221,12 @@ def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> 
     ``run``. ``run`` is updated in memory to match. The flag comes back with
     the ``UPDATE`` (``RETURNING``): the loop learns of a cancellation asked
     for while the answer streamed without a statement of its own.
+
+    ``touch``: also bump the conversation's ``updated_at`` (its row lock,
+    taken after the run's, as ``hold_for_results`` takes them), for a caller
+    that appends to it next. PostgreSQL does both in one statement (a
+    data-modifying ``WITH``: the conversation is updated only when the run
+    was); SQLite, without one, in a second statement.
     """
     if run.claimed_at is None:
         raise RunFencedOut(f"run {run.pk} is not claimed by this process")
@@ -231,15 +242,31 @@ def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> 
         assignments.append("cost = CAST(COALESCE(cost, 0) + CAST(%s AS NUMERIC) AS NUMERIC)")
         params.append(cost)
     where, held = _held(run)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {_sql.table(Run)} SET {', '.join(assignments)} WHERE {where}"
-            " RETURNING cancel_requested",
-            [*params, *held],
+    sql = (
+        f"UPDATE {_sql.table(Run)} SET {', '.join(assignments)} WHERE {where}"
+        " RETURNING cancel_requested"
+    )
+    params += held
+    together = touch and connection.vendor == "postgresql"
+    if together:
+        conversation_table = _sql.table(Conversation)
+        sql = (
+            f"WITH charged AS ({sql}) UPDATE {conversation_table} SET updated_at = %s"
+            f" FROM charged WHERE {conversation_table}.id = %s RETURNING charged.cancel_requested"
         )
+        params += [
+            connection.ops.adapt_datetimefield_value(now),
+            _sql.pk(Conversation, run.conversation_id),
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         raise RunFencedOut(f"run {run.pk} is no longer held by this process")
+    if touch:
+        if not together:
+            touch_conversation(run.conversation_id, now)
+        run.conversation.updated_at = now
     run.iterations += rounds
     for name, count in zip(USAGE_FIELDS, counts, strict=True):
         setattr(run, name, getattr(run, name) + count)
@@ -252,10 +279,13 @@ def charge_run(run: Run, usage: Usage, *, rounds: int, cost: Decimal | None) -> 
     return run.cancel_requested
 
 
-def hold_for_results(run: Run) -> Held:
+def hold_for_results(run: Run, states: Sequence[ToolCallRow] = ()) -> Held:
     """Fence ``run``, bump its conversation's ``updated_at``; raise :class:`RunFencedOut` if not held.
 
-    Call first inside the transaction that stores a turn's results.
+    Call first inside the transaction that stores a turn's results. On
+    PostgreSQL the same statement writes the call ``states`` as
+    :func:`update_call_states` would, only when the run is held (then
+    :attr:`Held.states_stored`); on SQLite the caller writes them.
     """
     if run.claimed_at is None:
         raise RunFencedOut(f"run {run.pk} is not claimed by this process")
@@ -267,14 +297,18 @@ def hold_for_results(run: Run) -> Held:
     held = _held(run)
     budgets = [True, run.conversation.owner_id, run.profile_id]
     if connection.vendor == "postgresql":
+        # A data-modifying WITH that the main statement does not read runs after it:
+        # the rows are locked in the order run, conversation, calls.
+        stored, stored_params = _call_states_sql(states, held_by="EXISTS (SELECT 1 FROM held)")
         sql = (
             f"WITH held AS (UPDATE {run_table} SET heartbeat_at = %s WHERE {held[0]}"
-            " RETURNING cancel_requested) "
-            f"UPDATE {conversation_table} SET updated_at = %s FROM held"
+            " RETURNING cancel_requested)"
+            + (f", stored AS ({stored})" if states else "")
+            + f" UPDATE {conversation_table} SET updated_at = %s FROM held"
             f" WHERE {conversation_table}.id = %s"
             f" RETURNING held.cancel_requested, {_budgets_apply_sql()}"
         )
-        params = [adapt(now), *held[1], adapt(now), conversation_id, *budgets]
+        params = [adapt(now), *held[1], *stored_params, adapt(now), conversation_id, *budgets]
     else:
         sql = (
             f"UPDATE {conversation_table} SET updated_at = %s WHERE id = %s"
@@ -291,7 +325,11 @@ def hold_for_results(run: Run) -> Held:
     if connection.vendor == "postgresql":
         run.heartbeat_at = now
     run.conversation.updated_at = now
-    return Held(cancel_requested=bool(row[0]), budgets_apply=bool(row[1]))
+    return Held(
+        cancel_requested=bool(row[0]),
+        budgets_apply=bool(row[1]),
+        states_stored=bool(states) and connection.vendor == "postgresql",
+    )
 
 
 def update_call_states(rows: Sequence[ToolCallRow]) -> None:
@@ -302,6 +340,16 @@ def update_call_states(rows: Sequence[ToolCallRow]) -> None:
     """
     if not rows:
         return
+    sql, params = _call_states_sql(rows)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _call_states_sql(rows: Sequence[ToolCallRow], held_by: str = "") -> tuple[str, list[Any]]:
+    """The ``UPDATE`` of :func:`update_call_states` (and its values); ``held_by``: a further
+    condition every row must meet."""
+    if not rows:
+        return "", []
     ops = connection.ops
     cast = "::timestamptz" if connection.vendor == "postgresql" else ""
     row_sql = f"(%s, %s, %s, %s{cast}, %s{cast})"
@@ -315,11 +363,12 @@ def update_call_states(rows: Sequence[ToolCallRow]) -> None:
             ops.adapt_datetimefield_value(row.finished_at),
         ]
     table = _sql.table(ToolCallRow)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET status = v.column2, error = v.column3, "
-            f"started_at = v.column4, finished_at = v.column5 "
-            f"FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v "
-            f"WHERE {table}.id = v.column1",
-            params,
-        )
+    sql = (
+        f"UPDATE {table} SET status = v.column2, error = v.column3, "
+        f"started_at = v.column4, finished_at = v.column5 "
+        f"FROM (VALUES {', '.join([row_sql] * len(rows))}) AS v "
+        f"WHERE {table}.id = v.column1"
+    )
+    if held_by:
+        sql += f" AND {held_by}"
+    return sql, params

@@ -306,11 +306,12 @@ def persist_outcomes(
             append_messages(conversation=run.conversation, messages=messages, run=run)
             held = None
         else:
-            held = hold_for_results(run)
+            held = hold_for_results(run, [outcome.row for outcome in outcomes])
             append_after(
                 conversation=run.conversation, messages=messages, tail=tail, run=run, touch=False
             )
-        update_call_states([outcome.row for outcome in outcomes])
+        if held is None or not held.states_stored:
+            update_call_states([outcome.row for outcome in outcomes])
     return held
 
 

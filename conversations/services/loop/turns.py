@@ -86,7 +86,7 @@ def persist_turn(
 
     with transaction.atomic():
         cancel_requested = charge_run(
-            run, usage, rounds=1 if counts_as_round else 0, cost=priced[1]
+            run, usage, rounds=1 if counts_as_round else 0, cost=priced[1], touch=True
         )
         (message,) = append_after(
             conversation=run.conversation,
@@ -94,6 +94,7 @@ def persist_turn(
             tail=state.tail,
             run=run,
             details=[details],
+            touch=False,
             prepare_calls=prepare,
         )
         record_model_call(
