@@ -20,14 +20,17 @@ it. They are written here, once, for both databases:
   does), and the run's ``cancel_requested`` and whether any budget applies
   come back, so that the next round asks neither. PostgreSQL does it in one
   ``UPDATE`` with a data-modifying ``WITH`` (the run row is locked first, as
-  recovery locks it). SQLite has no data-modifying ``WITH``; it serialises
-  writers (``BEGIN IMMEDIATE``), so there the conversation is updated only if
-  the run is held, and the run's heartbeat is left to the heartbeat thread.
+  recovery locks it), which also writes the calls' states when given them.
+  SQLite has no data-modifying ``WITH``; it serialises writers (``BEGIN
+  IMMEDIATE``), so there the conversation is updated only if the run is
+  held, the run's heartbeat is left to the heartbeat thread, and the caller
+  writes the states.
 - :func:`charge_run`: a model call's tokens, its cost and a round added to
   the run's counters, and its heartbeat refreshed, fenced, in one ``UPDATE``
-  that returns the run's ``cancel_requested``
-  (the ORM writes the same statement, but builds seven ``F()`` expressions
-  and a ``Coalesce`` to say it, which cost more than the statement itself).
+  that returns the run's ``cancel_requested`` (the ORM writes the same
+  statement, but builds seven ``F()`` expressions and a ``Coalesce`` to say
+  it, which cost more than the statement itself); with ``touch``, on
+  PostgreSQL the same statement bumps the conversation (ADR 0026).
 - :func:`update_call_states`: every call's status, error and times in one
   ``UPDATE ... FROM (VALUES ...)``, where ``bulk_update`` would build one
   ``CASE`` per field and row.
