@@ -580,6 +580,10 @@ def print_graph_table(vendor: str, cells: list[Cell]) -> None:
             f"{'<= ' + format(target, '.1f'):>6}  {'PASS' if ratio <= target else 'MISS'}  "
             f"{mine_cpu:>8.2f} / {graph_cpu:<6.2f} ({mine_cpu / graph_cpu:.2f})"
         )
+        if statements == "*":
+            # LangGraph may store a step's writes from a worker thread while the next
+            # step starts: a write then counts in the next round.
+            print(f"     * LangGraph's (statements, commits) by round: {cell.graph_round_counts()}")
     print(
         "   LangGraph's q/c: statements its checkpointer sent (each row of an executemany "
         "is one) and write transactions committed, per tool round, counted between two "
