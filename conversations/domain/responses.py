@@ -9,6 +9,7 @@ from typing import Any, Final
 from conversations.exceptions import InvalidArgumentError
 
 from .messages import ChatMessage, Role, ToolCall
+from .provider_tools import ProviderToolActivity, SourceCitation
 
 __all__ = ["USAGE_FIELDS", "CompletionResponse", "Usage"]
 
@@ -105,6 +106,10 @@ class CompletionResponse:
     """Reasoning text the provider exposed, if any."""
     provider_metadata: Mapping[str, Any] = field(default_factory=dict)
     """Opaque data the provider needs replayed with this turn later."""
+    provider_tool_calls: tuple[ProviderToolActivity, ...] = ()
+    """The calls of tools the provider ran itself while answering (stored as rows)."""
+    citations: tuple[SourceCitation, ...] = ()
+    """The passages of ``content`` the provider backed with a source (stored as rows)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.content, str):
@@ -134,6 +139,22 @@ class CompletionResponse:
                     )
             object.__setattr__(self, "tool_calls", calls)
         object.__setattr__(self, "provider_metadata", dict(self.provider_metadata))
+        activity = tuple(self.provider_tool_calls)
+        if not all(isinstance(item, ProviderToolActivity) for item in activity):
+            raise InvalidArgumentError(
+                "every provider tool call must be a ProviderToolActivity",
+                code="invalid_provider_tool_call",
+                field="provider_tool_calls",
+            )
+        citations = tuple(self.citations)
+        if not all(isinstance(item, SourceCitation) for item in citations):
+            raise InvalidArgumentError(
+                "every citation must be a SourceCitation",
+                code="invalid_citation",
+                field="citations",
+            )
+        object.__setattr__(self, "provider_tool_calls", activity)
+        object.__setattr__(self, "citations", citations)
 
     @property
     def has_tool_calls(self) -> bool:

@@ -55,6 +55,12 @@ from conversations.domain import (
 )
 from conversations.exceptions import ProviderResponseError
 
+from .anthropic_server_tools import (
+    anthropic_activity,
+    anthropic_citations,
+    anthropic_server_tools,
+    has_server_blocks,
+)
 from .anthropic_stream import AnthropicStreamParser
 from .base import (
     CompletionOptions,
@@ -159,9 +165,22 @@ def _tool_result_block(call_id: str, text: str, *, is_error: bool = False) -> Bl
     return block
 
 
+def _stored_content(metadata: Mapping[str, Any] | None) -> list[Block] | None:
+    """The content of a turn that used server tools, as received (``tool_use`` blocks aside)."""
+    ours = (metadata or {}).get(METADATA_KEY)
+    stored = ours.get("content") if isinstance(ours, Mapping) else None
+    if not isinstance(stored, list):
+        return None
+    return [copy.deepcopy(dict(block)) for block in stored if isinstance(block, Mapping)]
+
+
 def _assistant_blocks(wire: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> list[Block]:
     """Blocks of one assistant message; ``[]`` when it has neither text nor calls."""
     calls = wire.get("tool_calls") or []
+    stored = _stored_content(metadata)
+    if stored:
+        # Server tool blocks, citations and thinking go back exactly as they came.
+        return stored + [_tool_use_block(call) for call in calls]
     text = _text_blocks(wire["content"])
     if not calls and not text:
         # Nothing to say: thinking blocks alone would be an assistant turn
@@ -357,6 +376,7 @@ class AnthropicProvider(HTTPProvider):
     """Anthropic's Messages API (``POST {base_url}/v1/messages``)."""
 
     provider_name = "anthropic"
+    provider_tool_kinds = frozenset({"web_search", "code_execution"})
     default_base_url = "https://api.anthropic.com"
     # Current Claude models answer 400 to temperature, top_p and top_k; a model
     # that still takes them says so in LanguageModel.sampling_parameters.
@@ -378,9 +398,11 @@ class AnthropicProvider(HTTPProvider):
         if system:
             payload["system"] = system
         payload["messages"] = anthropic_messages(messages)
+        offered = anthropic_tools(tools) + anthropic_server_tools(options.provider_tools)
+        if offered:
+            payload["tools"] = offered
         # tool_choice without tools is refused, so both travel together or not at all.
         if tools:
-            payload["tools"] = anthropic_tools(tools)
             choice = anthropic_tool_choice(options, tools)
             if choice is not None:
                 payload["tool_choice"] = choice
@@ -432,10 +454,19 @@ class AnthropicProvider(HTTPProvider):
                             block.get("input"),
                         )
                     )
-                case other:
-                    # Server-tool and citation blocks: we offer no server tools.
+                case "server_tool_use":
+                    pass  # read below, with the result blocks that answer them
+                case other if not has_server_blocks([block]):
                     logger.warning("anthropic response: ignored a %r content block", other)
         calls = assign_call_ids(candidates, known_ids=known_ids, provider=self.provider_name)
+        blocks = _content_blocks(body)
+        namespace: dict[str, Any] = {}
+        if thinking_blocks:
+            namespace["thinking_blocks"] = thinking_blocks
+        if has_server_blocks(blocks):
+            namespace["content"] = [
+                copy.deepcopy(dict(block)) for block in blocks if block.get("type") != "tool_use"
+            ]
         finish_reason = "tool_calls" if calls is not None else _finish_reason(body)
         model = body.get("model")
         thinking = "".join(thoughts)
@@ -447,9 +478,9 @@ class AnthropicProvider(HTTPProvider):
             provider=self.provider_name,
             tool_calls=calls,
             thinking=thinking or None,
-            provider_metadata=(
-                {METADATA_KEY: {"thinking_blocks": thinking_blocks}} if thinking_blocks else {}
-            ),
+            provider_metadata={METADATA_KEY: namespace} if namespace else {},
+            provider_tool_calls=tuple(anthropic_activity(blocks)),
+            citations=tuple(anthropic_citations(blocks)),
         )
 
     def stream_parser(

@@ -49,6 +49,7 @@ from .conversion import (
     token_count,
 )
 from .options import SAMPLING_PARAMETERS, TOOL_CHOICE_KEYWORDS, CompletionOptions
+from .provider_tools import require_provider_tools
 from .stream_deadline import DEFAULT_MAX_STREAM_SECONDS
 from .streaming import StreamParser, stream_http
 
@@ -158,6 +159,9 @@ class HTTPProvider:
     default_sampling_parameters: ClassVar[frozenset[str]] = frozenset({"temperature"})
     """The sampling parameters sent when the model names none of its own
     (``CompletionOptions.sampling_parameters`` is ``None``)."""
+    provider_tool_kinds: ClassVar[frozenset[str]] = frozenset()
+    """The tools the provider runs itself that this adapter can offer (see
+    :mod:`conversations.providers.provider_tools`); a request for another is refused."""
 
     def __init__(
         self,
@@ -286,6 +290,7 @@ class HTTPProvider:
         options: CompletionOptions,
     ) -> CompletionResponse:
         """Build the body, send it (with retries) and parse the answer."""
+        require_provider_tools(self.provider_name, self.provider_tool_kinds, options.provider_tools)
         payload = self.build_payload(messages, tools, options)
         body = self._post(self._url(options), payload)
         try:
@@ -304,6 +309,7 @@ class HTTPProvider:
         options: CompletionOptions,
     ) -> Iterator[StreamEvent]:
         """Ask for a streamed answer; see :mod:`conversations.providers.streaming`."""
+        require_provider_tools(self.provider_name, self.provider_tool_kinds, options.provider_tools)
         known = known_call_ids(messages)
         return stream_http(
             self,

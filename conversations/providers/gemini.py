@@ -58,6 +58,7 @@ from conversations.domain import (
 from conversations.domain.messages import decode_arguments
 from conversations.exceptions import ProviderResponseError
 
+from . import gemini_grounding as grounding
 from .base import (
     CompletionOptions,
     HTTPProvider,
@@ -168,6 +169,8 @@ def _model_parts(message: ChatMessage) -> tuple[list[Part], dict[str, _Call]]:
     """Parts of one assistant message, and its calls by id (for pairing the results)."""
     wire = message.to_dict()
     parts: list[Part] = [] if _is_blank(wire["content"]) else [{"text": wire["content"]}]
+    # Code that ran goes back with its result and the text around it, as received.
+    parts = grounding.stored_parts((message.provider_metadata or {}).get(METADATA_KEY)) or parts
     native = _native_calls(message.provider_metadata)
     calls: dict[str, _Call] = {}
     for raw in wire.get("tool_calls") or []:
@@ -352,6 +355,7 @@ class GeminiProvider(HTTPProvider):
     """Gemini's ``generateContent`` (``POST {base_url}/models/{model}:generateContent``)."""
 
     provider_name = "gemini"
+    provider_tool_kinds = frozenset({"web_search", "code_execution"})
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
 
     def build_payload(
@@ -368,8 +372,11 @@ class GeminiProvider(HTTPProvider):
             payload["systemInstruction"] = {"parts": [{"text": system}]}
         check_function_names(messages, tools)
         payload["contents"] = gemini_contents(messages)
+        offered = [{"functionDeclarations": gemini_function_declarations(tools)}] if tools else []
+        offered += grounding.gemini_provider_tools(options.provider_tools)
+        if offered:
+            payload["tools"] = offered
         if tools:
-            payload["tools"] = [{"functionDeclarations": gemini_function_declarations(tools)}]
             config = gemini_tool_config(options, tools)
             if config is not None:
                 payload["toolConfig"] = config
@@ -436,21 +443,27 @@ class GeminiProvider(HTTPProvider):
                 signatures.append(signature if isinstance(signature, str) and signature else None)
             elif isinstance(text, str):
                 (thoughts if part.get("thought") is True else texts).append(text)
-            else:
-                # Code execution and inline data: we offer no such tools.
+            elif not grounding.CODE_PART_KEYS & set(part):
+                # Inline data and parts added later: nothing of ours reads them.
                 logger.warning("gemini response: ignored a part with keys %s", sorted(part))
         calls = assign_call_ids(candidates, known_ids=known_ids, provider=self.provider_name)
         native = native_call_metadata(calls, candidates, signatures)
         thinking = "".join(thoughts)
+        namespace: dict[str, Any] = {"calls": native} if native else {}
+        if (kept := grounding.replayed_parts(parts)) is not None:
+            namespace["parts"] = kept
+        content = "".join(texts)
         return CompletionResponse(
-            content="".join(texts),
+            content=content,
             model=model,
             usage=usage,
             finish_reason="tool_calls" if calls else _finish_reason(candidate.get("finishReason")),
             provider=self.provider_name,
             tool_calls=calls,
             thinking=thinking or None,
-            provider_metadata={METADATA_KEY: {"calls": native}} if native else {},
+            provider_metadata={METADATA_KEY: namespace} if namespace else {},
+            provider_tool_calls=tuple(grounding.gemini_activity(candidate, parts)),
+            citations=tuple(grounding.gemini_citations(candidate, content)),
         )
 
     def build_stream_payload(

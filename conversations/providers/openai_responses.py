@@ -52,6 +52,12 @@ from .base import TOOL_CHOICE_KEYWORDS, CompletionOptions, assign_call_ids
 from .conversion import require_offered_tool
 from .openai import OpenAIProvider, answered_call_id, openai_usage
 from .openai_responses_stream import SUMMARY_SEPARATOR, ResponsesStreamParser, response_error
+from .openai_responses_tools import (
+    TOOL_ITEM_KINDS,
+    responses_activity,
+    responses_citations,
+    responses_provider_tools,
+)
 from .structured import responses_text_format
 
 __all__ = [
@@ -89,17 +95,24 @@ def _namespace(metadata: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def _replayed_reasoning(metadata: Mapping[str, Any] | None) -> list[Item]:
-    items = _namespace(metadata).get("reasoning")
+    """The turn's reasoning items, and its provider tool items in their order among them."""
+    namespace = _namespace(metadata)
+    items = namespace.get("items", namespace.get("reasoning"))
     if not isinstance(items, list):
         return []
     return [
         copy.deepcopy(dict(item))
         for item in items
         if isinstance(item, Mapping)
-        and item.get("type") == "reasoning"
-        # Without its encrypted content a reasoning item is only a reference to
-        # a stored response, which a stateless request cannot resolve.
-        and isinstance(item.get("encrypted_content"), str)
+        and (
+            item.get("type") in TOOL_ITEM_KINDS
+            or (
+                item.get("type") == "reasoning"
+                # Without its encrypted content a reasoning item is only a reference to
+                # a stored response, which a stateless request cannot resolve.
+                and isinstance(item.get("encrypted_content"), str)
+            )
+        )
     ]
 
 
@@ -236,6 +249,7 @@ class OpenAIResponsesProvider(OpenAIProvider):
     """
 
     provider_name = "openai_responses"
+    provider_tool_kinds = frozenset({"web_search", "file_search", "code_execution"})
 
     def __init__(self, *, preset: str = "openai", **settings: Any) -> None:
         if preset not in RESPONSES_PRESETS:
@@ -269,9 +283,11 @@ class OpenAIResponsesProvider(OpenAIProvider):
             "store": False,
             "include": list(DEFAULT_INCLUDE),
         }
+        offered = responses_tools(tools) + responses_provider_tools(options.provider_tools)
+        if offered:
+            payload["tools"] = offered
         # Like Chat Completions, tool_choice and parallel_tool_calls only travel with tools.
         if tools:
-            payload["tools"] = responses_tools(tools)
             if options.tool_choice is not None:
                 payload["tool_choice"] = responses_tool_choice(options.tool_choice, tools)
             if options.parallel_tool_calls is not None:
@@ -298,6 +314,7 @@ class OpenAIResponsesProvider(OpenAIProvider):
         texts: list[str] = []
         thoughts: list[str] = []
         reasoning: list[Item] = []
+        sequence: list[Item] = []  # reasoning and provider tool items, in their order
         candidates: list[tuple[str | None, str, Any]] = []
         item_ids: dict[str, str] = {}
         for item in _output_items(body):
@@ -307,6 +324,9 @@ class OpenAIResponsesProvider(OpenAIProvider):
                 case "reasoning":
                     thoughts += reasoning_summaries(item)
                     reasoning.append(copy.deepcopy(dict(item)))
+                    sequence.append(reasoning[-1])
+                case kind if kind in TOOL_ITEM_KINDS:
+                    sequence.append(copy.deepcopy(dict(item)))
                 case "function_call":
                     call_id, name, item_id = item.get("call_id"), item.get("name"), item.get("id")
                     if isinstance(call_id, str) and isinstance(item_id, str):
@@ -324,6 +344,8 @@ class OpenAIResponsesProvider(OpenAIProvider):
         namespace: dict[str, Any] = {}
         if reasoning:
             namespace["reasoning"] = reasoning
+        if len(sequence) > len(reasoning):
+            namespace["items"] = sequence
         # Only calls that kept the API's call id keep its item id (a fresh id is ours).
         kept = {call.id: item_ids[call.id] for call in calls or () if call.id in item_ids}
         if kept:
@@ -338,6 +360,8 @@ class OpenAIResponsesProvider(OpenAIProvider):
             tool_calls=calls,
             thinking=SUMMARY_SEPARATOR.join(thoughts) or None,
             provider_metadata={METADATA_KEY: namespace} if namespace else {},
+            provider_tool_calls=tuple(responses_activity(_output_items(body))),
+            citations=tuple(responses_citations(_output_items(body))),
         )
 
     def build_stream_payload(

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from conversations.domain import InvalidArgumentError
+from conversations.domain import InvalidArgumentError, ProviderTool
 from conversations.domain.output import OutputSpec
 
 __all__ = ["SAMPLING_PARAMETERS", "TOOL_CHOICE_KEYWORDS", "CompletionOptions"]
@@ -41,6 +41,9 @@ class CompletionOptions:
     output_schema: OutputSpec | None = None
     """The JSON Schema the answer must satisfy (a mapping is taken as one); each adapter
     asks for it its vendor's native way (see :mod:`conversations.providers.structured`)."""
+    provider_tools: tuple[ProviderTool, ...] = ()
+    """Tools the provider runs itself; an adapter offers each in its own form or refuses
+    it (see :mod:`conversations.providers.provider_tools`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -94,6 +97,13 @@ class CompletionOptions:
             object.__setattr__(self, "sampling_parameters", frozenset(accepted))
         if self.output_schema is not None and not isinstance(self.output_schema, OutputSpec):
             object.__setattr__(self, "output_schema", OutputSpec(schema=self.output_schema))
+        if not all(isinstance(tool, ProviderTool) for tool in self.provider_tools):
+            raise InvalidArgumentError(
+                "provider_tools must hold ProviderTool values",
+                code="invalid_provider_tools",
+                field="provider_tools",
+            )
+        object.__setattr__(self, "provider_tools", tuple(self.provider_tools))
         object.__setattr__(self, "stop", tuple(self.stop))
         object.__setattr__(self, "extra", dict(self.extra))
 

@@ -4,7 +4,9 @@ The shapes follow OpenAI's API reference for ``POST /v1/responses`` (the
 ``Response`` object) and its streaming events (``response.created``,
 ``response.output_item.added`` / ``.done``, ``response.output_text.delta``,
 ``response.reasoning_summary_text.delta``,
-``response.function_call_arguments.delta``, ``response.completed``); the
+``response.function_call_arguments.delta``, the web search call's
+``response.web_search_call.in_progress`` / ``.searching`` / ``.completed``,
+``response.output_text.annotation.added``, ``response.completed``); the
 conformance tests check every one of them against the official ``openai``
 SDK's types, so the fixtures cannot drift from the documented wire.
 """
@@ -25,6 +27,7 @@ __all__ = [
     "response_body",
     "stream_events",
     "streamed_reply",
+    "web_search_item",
     "whole_reply",
 ]
 
@@ -41,14 +44,36 @@ def reasoning_item(item_id: str, summary: Sequence[str], encrypted: str | None) 
     return item
 
 
-def message_item(item_id: str, text: str) -> dict[str, Any]:
-    """An output ``message`` item with one ``output_text`` part."""
+def message_item(
+    item_id: str, text: str, annotations: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """An output ``message`` item with one ``output_text`` part (and its annotations)."""
     return {
         "type": "message",
         "id": item_id,
         "status": "completed",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
+        "content": [
+            {
+                "type": "output_text",
+                "text": text,
+                "annotations": [copy.deepcopy(dict(note)) for note in annotations],
+            }
+        ],
+    }
+
+
+def web_search_item(item_id: str, query: str, sources: Sequence[str]) -> dict[str, Any]:
+    """An output ``web_search_call`` item whose ``search`` action found ``sources``."""
+    return {
+        "type": "web_search_call",
+        "id": item_id,
+        "status": "completed",
+        "action": {
+            "type": "search",
+            "query": query,
+            "sources": [{"type": "url", "url": url} for url in sources],
+        },
     }
 
 
@@ -115,6 +140,8 @@ def _item_events(index: int, item: Mapping[str, Any]) -> Iterator[dict[str, Any]
         started["arguments"], started["status"] = "", "in_progress"
     elif kind == "reasoning":
         started["summary"] = []
+    elif kind == "web_search_call":
+        started["status"] = "in_progress"
     yield {"type": "response.output_item.added", "output_index": index, "item": started}
     if kind == "message":
         for part_index, part in enumerate(item["content"]):
@@ -127,6 +154,22 @@ def _item_events(index: int, item: Mapping[str, Any]) -> Iterator[dict[str, Any]
                     "delta": piece,
                     "logprobs": [],
                 }
+            for note_index, note in enumerate(part.get("annotations") or ()):
+                yield {
+                    "type": "response.output_text.annotation.added",
+                    "item_id": item["id"],
+                    "output_index": index,
+                    "content_index": part_index,
+                    "annotation_index": note_index,
+                    "annotation": dict(note),
+                }
+    elif kind == "web_search_call":
+        for stage in ("in_progress", "searching", "completed"):
+            yield {
+                "type": f"response.web_search_call.{stage}",
+                "item_id": item["id"],
+                "output_index": index,
+            }
     elif kind == "function_call":
         for piece in _pieces(item["arguments"]):
             yield {

@@ -17,7 +17,21 @@ __all__ = ["validate_anthropic_request"]
 ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 USER_BLOCKS = frozenset({"text", "tool_result", "image", "document"})
-ASSISTANT_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+ASSISTANT_BLOCKS = frozenset(
+    {
+        "text",
+        "thinking",
+        "redacted_thinking",
+        "tool_use",
+        "server_tool_use",
+        "web_search_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+    }
+)
+SERVER_TOOL_TYPES = frozenset({"web_search_20250305", "code_execution_20250825"})
+"""The versioned server tools (``tools`` entries with a ``type``, no ``input_schema``)."""
 TOOL_CHOICE_TYPES = frozenset({"auto", "any", "tool", "none"})
 
 
@@ -84,6 +98,12 @@ def _check_content(where: str, role: str, content: Any) -> list[str]:
                         errors.append(f"{at}: empty tool_result content list")
                 if "is_error" in block and not isinstance(block["is_error"], bool):
                     errors.append(f"{at}: is_error must be a boolean")
+            case "server_tool_use":
+                if _blank(block.get("id")) or _blank(block.get("name")):
+                    errors.append(f"{at}: server_tool_use needs its id and name")
+            case kind if kind.endswith("_tool_result"):
+                if _blank(block.get("tool_use_id")) or "content" not in block:
+                    errors.append(f"{at}: {kind} needs tool_use_id and content")
             case "thinking":
                 if not isinstance(block.get("thinking"), str) or _blank(block.get("signature")):
                     errors.append(f"{at}: thinking block needs thinking and signature")
@@ -165,6 +185,10 @@ def _check_tools(body: Mapping[str, Any]) -> list[str]:
                 errors.append(f"{at}: not an object")
                 continue
             name = tool.get("name")
+            if "type" in tool:
+                if tool["type"] not in SERVER_TOOL_TYPES or "input_schema" in tool:
+                    errors.append(f"{at}: unknown server tool {tool['type']!r}")
+                continue
             if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
                 errors.append(f"{at}.name: {name!r} must match {TOOL_NAME_PATTERN.pattern}")
             else:

@@ -47,7 +47,17 @@ SCHEMA_FIELDS = frozenset(
 SCHEMA_TYPES = frozenset({"string", "number", "integer", "boolean", "array", "object"})
 STRING_FORMATS = frozenset({"enum", "date-time"})
 MODES = frozenset({"AUTO", "ANY", "NONE", "VALIDATED"})
-PART_DATA = ("text", "functionCall", "functionResponse", "inlineData", "fileData")
+PART_DATA = (
+    "text",
+    "functionCall",
+    "functionResponse",
+    "inlineData",
+    "fileData",
+    "executableCode",
+    "codeExecutionResult",
+)
+BUILT_IN_TOOLS = frozenset({"google_search", "code_execution"})
+"""Gemini's own tools: a ``tools`` entry that is ``{name: {}}``."""
 
 
 def _check_schema(where: str, schema: Any) -> list[str]:
@@ -104,6 +114,8 @@ def _check_tools(body: Mapping[str, Any]) -> tuple[list[str], set[str]]:
     if not isinstance(tools, list) or not tools:
         return ["tools: must be a non-empty list when present"], names
     for t_index, tool in enumerate(tools):
+        if isinstance(tool, Mapping) and len(tool) == 1 and set(tool) <= BUILT_IN_TOOLS:
+            continue
         declarations = tool.get("functionDeclarations") if isinstance(tool, Mapping) else None
         if not isinstance(declarations, list) or not declarations:
             errors.append(f"tools.{t_index}: functionDeclarations must be a non-empty list")
