@@ -12,10 +12,14 @@ from django.contrib.admin.widgets import AdminURLFieldWidget
 from django.core.exceptions import ValidationError
 from django.http import QueryDict
 
+from conversations.domain import InvalidArgumentError, parse_provider_tools
 from conversations.exceptions import ConfigurationError
 from conversations.models import LanguageModel, Profile, Provider
 from conversations.providers.base import SAMPLING_PARAMETERS, TOOL_CHOICE_KEYWORDS
-from conversations.services.configuration import accepted_sampling_parameters
+from conversations.services.configuration import (
+    accepted_sampling_parameters,
+    offered_provider_tools,
+)
 from conversations.tools import registry
 
 __all__ = ["LanguageModelForm", "ProfileForm", "ProviderForm", "temperature_warning"]
@@ -137,6 +141,7 @@ class LanguageModelForm(forms.ModelForm):
             "cached_input_price_per_million",
             "output_price_per_million",
             "reasoning_price_per_million",
+            "web_search_price_per_call",
             "sampling_parameters",
             "is_active",
         )
@@ -208,6 +213,7 @@ class ProfileForm(forms.ModelForm):
             "max_iterations",
             "allowed_tools",
             "tool_choice",
+            "provider_tools",
             "approval",
             "stream",
             "is_active",
@@ -249,9 +255,47 @@ class ProfileForm(forms.ModelForm):
             )
         return list(dict.fromkeys(value))
 
+    def clean_provider_tools(self) -> list[Any]:
+        value = self.cleaned_data.get("provider_tools")
+        try:
+            tools = parse_provider_tools(value)
+        except InvalidArgumentError as exc:
+            raise ValidationError(
+                "%(field)s: %(detail)s. Write a list of \"web_search\", \"code_execution\" "
+                'and {"type": "file_search", "vector_store_ids": ["vs_..."]}.',
+                params={"field": exc.field or "provider_tools", "detail": exc.detail},
+                code=exc.code,
+            ) from None
+        return [tool.to_json() for tool in tools]
+
+    def _check_provider_tools(self, cleaned: Mapping[str, Any]) -> None:
+        model = cleaned.get("language_model")
+        tools = cleaned.get("provider_tools") or []
+        if not isinstance(model, LanguageModel) or not tools:
+            return
+        adapter = model.provider.adapter
+        offered = offered_provider_tools(adapter)
+        for tool in parse_provider_tools(tools):
+            if tool.kind not in offered:
+                self.add_error(
+                    "provider_tools",
+                    ValidationError(
+                        'The %(adapter)s adapter cannot offer the provider tool "%(tool)s" '
+                        "(it offers: %(offered)s).",
+                        params={
+                            "adapter": adapter,
+                            "tool": tool.kind,
+                            "offered": ", ".join(sorted(offered)) or "none",
+                        },
+                        code="unsupported_provider_tool",
+                    ),
+                )
+                return
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
+        self._check_provider_tools(cleaned)
         choice = (cleaned.get("tool_choice") or "").strip()
         if choice and choice not in TOOL_CHOICE_KEYWORDS:
             allowed = cleaned.get("allowed_tools")

@@ -16,7 +16,8 @@ from), ``config`` (providers, language models, profiles, tool switches) and
 ``transcript`` (conversations, messages, tool calls, runs) and ``usage``
 (the model-call ledger, budgets and their per-period counters) and ``mcp``
 (MCP servers, the tools they list, calls of ours over MCP) and ``output``
-(the JSON Schemas of structured output). Every model is
+(the JSON Schemas of structured output) and ``provider_tools`` (the calls of
+tools a provider ran itself, and the citations of an answer). Every model is
 importable from here, which is also where migrations find ``JSONTypeOf``;
 ``rules`` holds no model and is imported as ``conversations.models.rules``.
 """
@@ -26,6 +27,7 @@ from .config import ApprovalPolicy, LanguageModel, Profile, Provider, ToolSettin
 from .constraints import JSONTypeOf
 from .mcp import MCPCall, MCPServer, MCPTool, MCPTransport
 from .output import OutputSchema
+from .provider_tools import Citation, ProviderToolCall, ProviderToolKind
 from .transcript import (
     BUSY_RUN_STATUSES,
     TITLE_MAX_LENGTH,
@@ -46,6 +48,7 @@ __all__ = [
     "ApprovalPolicy",
     "Budget",
     "BudgetCounter",
+    "Citation",
     "Conversation",
     "JSONTypeOf",
     "LanguageModel",
@@ -58,6 +61,8 @@ __all__ = [
     "OutputSchema",
     "Profile",
     "Provider",
+    "ProviderToolCall",
+    "ProviderToolKind",
     "Run",
     "RunStatus",
     "ToolApproval",

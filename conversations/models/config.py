@@ -128,6 +128,13 @@ class LanguageModel(models.Model):
         blank=True,
         help_text="Empty = the output price.",
     )
+    web_search_price_per_call = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="What one web search the provider runs costs; empty = unknown (not priced).",
+    )
     sampling_parameters = models.JSONField(
         null=True,
         blank=True,
@@ -153,6 +160,7 @@ class LanguageModel(models.Model):
                     "output_price_per_million",
                     "cached_input_price_per_million",
                     "reasoning_price_per_million",
+                    "web_search_price_per_call",
                 ),
                 name="conversations_languagemodel_prices_non_negative",
             ),
@@ -185,6 +193,13 @@ class Profile(models.Model):
             "Empty (null) = every enabled tool; otherwise a list of the tool names this "
             "profile may offer ([] = none)."
         ),
+    )
+    provider_tools = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Tools the provider runs itself: a list of "web_search", "code_execution" and '
+        '{"type": "file_search", "vector_store_ids": [...]}; the profile\'s adapter must offer '
+        "each (see docs/providers.md).",
     )
     tool_choice = models.CharField(
         max_length=64,
@@ -239,6 +254,10 @@ class Profile(models.Model):
             models.CheckConstraint(
                 condition=null_or_json("allowed_tools", "array"),
                 name="conversations_profile_allowed_tools_list",
+            ),
+            models.CheckConstraint(
+                condition=is_json("provider_tools", "array"),
+                name="conversations_profile_provider_tools_list",
             ),
             models.CheckConstraint(
                 condition=not_empty("tool_choice"),

@@ -12,6 +12,8 @@ from .providers import (
     build_provider,
     check_connection,
     completion_options,
+    offered_provider_tools,
+    profile_provider_tools,
     provider_from_record,
 )
 
@@ -22,5 +24,7 @@ __all__ = [
     "build_provider",
     "check_connection",
     "completion_options",
+    "offered_provider_tools",
+    "profile_provider_tools",
     "provider_from_record",
 ]

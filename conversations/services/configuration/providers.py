@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from conversations.conf import app_settings, demo_stream_delay
-from conversations.domain import ChatMessage
+from conversations.domain import ChatMessage, InvalidArgumentError, ProviderTool
+from conversations.domain import parse_provider_tools as parse_tools
 from conversations.domain.timing import milliseconds
 from conversations.exceptions import ConfigurationError, ConversationsError
 from conversations.models import LanguageModel, Profile, Provider
 from conversations.providers.anthropic import AnthropicProvider
+from conversations.providers.anthropic_server_tools import CODE_EXECUTION_BETA
 from conversations.providers.base import (
     SAMPLING_PARAMETERS,
     ChatProvider,
@@ -26,6 +29,7 @@ from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import PRESETS, OpenAIProvider
 from conversations.providers.openai_responses import RESPONSES_PRESETS, OpenAIResponsesProvider
+from conversations.providers.provider_tools import unsupported_provider_tools
 from conversations.secrets import resolve
 
 __all__ = [
@@ -37,6 +41,8 @@ __all__ = [
     "check_connection",
     "close_provider",
     "completion_options",
+    "offered_provider_tools",
+    "profile_provider_tools",
     "provider_from_record",
 ]
 
@@ -156,10 +162,47 @@ def _seconds(provider: Provider, option: str, value: Any) -> float:
 
 
 def build_provider(profile: Profile, *, http_client: Any = None) -> ChatProvider:
-    """The adapter a profile talks to."""
+    """The adapter a profile talks to.
+
+    Raises :class:`ConfigurationError` when the profile asks for a provider
+    tool its adapter cannot offer (naming both), so a run is refused before it starts.
+    """
     if not profile.is_active:
         raise ConfigurationError(f'profile "{profile.slug}" is not active')
-    return provider_from_record(profile.language_model.provider, http_client=http_client)
+    tools = profile_provider_tools(profile)
+    record = profile.language_model.provider
+    missing = unsupported_provider_tools(offered_provider_tools(record.adapter), tools)
+    if missing:
+        offered = ", ".join(sorted(offered_provider_tools(record.adapter))) or "none"
+        raise ConfigurationError(
+            f'profile "{profile.slug}": the {record.adapter} adapter cannot offer the provider '
+            f'tool "{missing[0]}" (it offers: {offered})'
+        )
+    adapter = provider_from_record(record, http_client=http_client)
+    if isinstance(adapter, AnthropicProvider) and any(t.kind == "code_execution" for t in tools):
+        # Anthropic's code execution tool is behind a beta flag; added to any the record sets.
+        flags = adapter.extra_headers.get("anthropic-beta", "")
+        if CODE_EXECUTION_BETA not in flags:
+            joined = f"{flags},{CODE_EXECUTION_BETA}" if flags else CODE_EXECUTION_BETA
+            adapter.extra_headers["anthropic-beta"] = joined
+    return adapter
+
+
+def offered_provider_tools(adapter: str) -> frozenset[str]:
+    """The provider tools the adapter named ``adapter`` (a ``Provider.adapter``) can offer."""
+    adapter_class = HTTP_ADAPTERS.get(adapter)
+    return frozenset() if adapter_class is None else adapter_class.provider_tool_kinds
+
+
+def profile_provider_tools(profile: Profile) -> tuple[ProviderTool, ...]:
+    """The profile's ``provider_tools`` as values; :class:`ConfigurationError` for a stored
+    list that is not valid (the admin refuses one; this guards rows written otherwise)."""
+    try:
+        return parse_tools(profile.provider_tools)
+    except InvalidArgumentError as exc:
+        raise ConfigurationError(
+            f'profile "{profile.slug}": {exc.field or "provider_tools"}: {exc.detail}'
+        ) from None
 
 
 def model_sampling_parameters(model: LanguageModel) -> frozenset[str] | None:
@@ -210,6 +253,7 @@ def completion_options(profile: Profile | None, *, tools_offered: bool = True) -
         max_tokens=max_tokens,
         tool_choice=tool_choice if tools_offered else None,
         sampling_parameters=model_sampling_parameters(model),
+        provider_tools=profile_provider_tools(profile),
     )
 
 
@@ -266,7 +310,10 @@ def check_connection(
             trial.language_model = copy.copy(model)
             trial.language_model.provider = _one_attempt(record)
             adapter = build_provider(trial, http_client=http_client)
-            options = completion_options(profile, tools_offered=False)
+            # A ping offers no tool, the provider's own ones included (a search costs).
+            options = dataclasses.replace(
+                completion_options(profile, tools_offered=False), provider_tools=()
+            )
         else:
             active = LanguageModel.objects.filter(provider=record, is_active=True)
             model = active.order_by("model_id").first()

@@ -17,6 +17,7 @@ from conversations.models import ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 
 from ..transcript.messages import MessageDetails, append_after
+from ..transcript.provider_activity import record_provider_activity
 from ..usage.ledger import price_call, record_model_call
 from .approvals import hold_turn
 from .asking import Asked
@@ -61,7 +62,8 @@ def persist_turn(
     The call is charged to the budgets it was checked against
     (``asked.budgets``; none: none covered it). The statements: the run's
     counters (which also fence the run), the conversation's ``updated_at``,
-    the message, its calls, the budgets' counters (when any), the ledger row.
+    the message, its calls, the provider's own tool calls and the citations
+    (when any), the budgets' counters (when any), the ledger row.
     """
     run, response = round_.run, asked.response
     tools, needs_approval = round_.request.tools, round_.request.approvals
@@ -97,6 +99,7 @@ def persist_turn(
             touch=False,
             prepare_calls=prepare,
         )
+        record_provider_activity(message=message, response=response)
         record_model_call(
             run=run,
             started_at=asked.started_at,
