@@ -261,7 +261,7 @@ class ProfileForm(forms.ModelForm):
             tools = parse_provider_tools(value)
         except InvalidArgumentError as exc:
             raise ValidationError(
-                "%(field)s: %(detail)s. Write a list of \"web_search\", \"code_execution\" "
+                '%(field)s: %(detail)s. Write a list of "web_search", "code_execution" '
                 'and {"type": "file_search", "vector_store_ids": ["vs_..."]}.',
                 params={"field": exc.field or "provider_tools", "detail": exc.detail},
                 code=exc.code,

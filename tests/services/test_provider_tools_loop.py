@@ -24,7 +24,7 @@ from conversations.models import (
 from conversations.providers.anthropic import AnthropicProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.openai_responses import OpenAIResponsesProvider
-from conversations.services import run_tool_loop, submit_message
+from conversations.services import redact_conversation, run_tool_loop, submit_message
 from conversations.services.configuration import build_provider, completion_options
 from conversations.services.transcript.messages import create_conversation
 from tests.providers.mock_http import Recorder
@@ -258,3 +258,19 @@ def test_raw_sql_cannot_store_a_backwards_citation_or_an_unknown_tool_kind(searc
     for sql, arg in zip(statements, [message.pk, message.pk, searching.pk], strict=True):
         with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, [arg])
+
+
+def test_redaction_empties_the_provider_tool_calls_and_drops_the_citations(searching, user) -> None:
+    server = Recorder(whole_reply(RESPONSES_SEARCH), strict=True)
+    done = run(
+        searching,
+        user,
+        OpenAIResponsesProvider(api_key="k", http_client=server.client),
+        stream=False,
+    )
+    conversation = Conversation.objects.get(pk=done.conversation_id)
+    redact_conversation(conversation=conversation)
+    (call,) = ProviderToolCall.objects.filter(message__conversation=conversation)
+    assert (call.query, call.code, call.result_summary, call.provider_metadata) == ("", "", "", {})
+    assert (call.kind, call.status) == ("web_search", "completed")  # the shape stays
+    assert not Citation.objects.filter(message__conversation=conversation).exists()

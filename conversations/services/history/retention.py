@@ -34,10 +34,12 @@ from django.utils import timezone
 from conversations.conf import app_settings
 from conversations.exceptions import ConversationBusy, InvalidArgumentError
 from conversations.models import (
+    Citation,
     Conversation,
     MCPCall,
     Message,
     Profile,
+    ProviderToolCall,
     Run,
     ToolApproval,
     ToolCall,
@@ -183,6 +185,11 @@ def redact_conversation(*, conversation: Conversation) -> None:
         messages = Message.objects.filter(conversation=conversation)
         messages.exclude(content="").update(content=marker)
         messages.exclude(provider_metadata={}).update(provider_metadata={})
+        # What the provider searched or ran, and the sources it cited, quote the conversation.
+        ProviderToolCall.objects.filter(message__conversation=conversation).update(
+            query="", code="", result_summary="", provider_metadata={}
+        )
+        Citation.objects.filter(message__conversation=conversation).delete()
         calls = ToolCall.objects.filter(conversation=conversation)
         calls.exclude(arguments={}).update(arguments={"redacted": marker})
         calls.filter(raw_arguments__isnull=False).update(raw_arguments=marker)
