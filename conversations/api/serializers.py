@@ -21,6 +21,7 @@ from conversations.models import (
     Message,
     Profile,
     Provider,
+    ProviderToolKind,
     Run,
     RunStatus,
     ToolCallStatus,
@@ -137,6 +138,32 @@ class ToolCallSerializer(serializers.Serializer[Any]):
         return timing.duration_ms(obj.started_at, obj.finished_at)
 
 
+class ProviderToolCallSerializer(serializers.Serializer[Any]):
+    """One call of a tool the provider ran itself while writing the turn."""
+
+    kind = serializers.ChoiceField(choices=ProviderToolKind.choices)
+    provider = serializers.CharField(help_text="The adapter that made the turn.")
+    id = serializers.CharField(
+        source="provider_call_id", help_text="The provider's id of the call (may be empty)."
+    )
+    status = serializers.CharField(help_text="As the provider reported it (completed, failed...).")
+    query = serializers.CharField(help_text="What it searched for (empty for code).")
+    code = serializers.CharField(help_text="The code it ran (empty for a search).")
+    result_summary = serializers.CharField(help_text="A short account of the result.")
+
+
+class CitationSerializer(serializers.Serializer[Any]):
+    """A passage of the message's text and the source the provider backed it with."""
+
+    start = serializers.IntegerField(
+        source="start_offset", help_text="Offset of the passage in `content` (characters)."
+    )
+    end = serializers.IntegerField(source="end_offset", help_text="Offset just past it.")
+    url = serializers.CharField()
+    title = serializers.CharField()
+    source_id = serializers.CharField(help_text="The provider's id of the source (may be empty).")
+
+
 # Messages --------------------------------------------------------------------------
 
 
@@ -148,6 +175,14 @@ class MessageSerializer(serializers.Serializer[Any]):
     content = serializers.CharField()
     tool_calls = ToolCallSerializer(
         source="tool_calls.all", many=True, help_text="Empty except on assistant messages."
+    )
+    provider_tool_calls = ProviderToolCallSerializer(
+        source="provider_tool_calls.all",
+        many=True,
+        help_text="The tools the provider ran itself for this turn (web search, code).",
+    )
+    citations = CitationSerializer(
+        source="citations.all", many=True, help_text="The sources the provider cited, by span."
     )
     tool_call_id = serializers.CharField(
         source="tool_call.call_id",

@@ -22,7 +22,7 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from conversations.conf import app_settings
-from conversations.models import Conversation, Message, Run, ToolCall
+from conversations.models import Citation, Conversation, Message, ProviderToolCall, Run, ToolCall
 
 __all__ = [
     "Transcript",
@@ -109,9 +109,12 @@ def conversations_with_summary(*, conversations: QuerySet[Conversation]) -> Quer
 
 
 def with_tool_calls(*, messages: QuerySet[Message]) -> QuerySet[Message]:
-    """Messages with the call each answers, the calls each makes and their model call's cost."""
+    """Messages with the call each answers, the calls each makes, their model call's cost, and
+    the tools the provider ran and the sources it cited for each."""
     return messages.select_related("tool_call", "model_call").prefetch_related(
-        Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index"))
+        Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")),
+        Prefetch("provider_tool_calls", queryset=ProviderToolCall.objects.order_by("index")),
+        Prefetch("citations", queryset=Citation.objects.order_by("index")),
     )
 
 
