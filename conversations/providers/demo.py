@@ -11,6 +11,9 @@ Two additions make it a stand-in for a real model in tests and benchmarks:
   (offered) tool ``NAME`` with those arguments, so any tool, including your
   own, can be driven through the demo profile; several lines give parallel
   calls, and a line's arguments may be omitted (``{}``);
+- a line ``/search QUERY``, for a profile whose provider tools include
+  ``web_search``, gives a stand-in web search with two cited example
+  sources (see :mod:`.demo_search`);
 - ``latency`` (the ``latency_seconds`` option of a demo ``Provider`` record)
   makes every answer wait that long, like a remote model would.
 
@@ -24,6 +27,7 @@ page can be watched streaming offline.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -45,6 +49,7 @@ from conversations.domain.estimates import estimate_tokens
 
 from .base import CompletionOptions, fresh_call_id
 from .demo_output import sample_value
+from .demo_search import DEMO_SEARCH, search_answer
 
 __all__ = ["DemoProvider"]
 
@@ -100,6 +105,8 @@ class DemoProvider:
     """Deterministic, offline stand-in for a model; see the module docstring."""
 
     provider_name = "demo"
+    provider_tool_kinds = frozenset({"web_search"})
+    """A stand-in for a provider's web search: see :mod:`.demo_search`."""
 
     def __init__(
         self,
@@ -148,6 +155,14 @@ class DemoProvider:
             content = self._answer(results)
             return self._response(content, options, prompt_tokens)
         last_user = next((m for m in reversed(messages) if m.role is Role.USER), None)
+        searched = DEMO_SEARCH.search(last_user.content if last_user else "")
+        if searched and any(tool.kind == "web_search" for tool in options.provider_tools):
+            content, activity, citations = search_answer(searched.group(1))
+            return dataclasses.replace(
+                self._response(content, options, prompt_tokens),
+                provider_tool_calls=(activity,),
+                citations=citations,
+            )
         offered = {spec.name for spec in tools}
         calls = self._plan(last_user.content if last_user else "", offered)
         if calls:

@@ -23,6 +23,7 @@ __all__ = [
     "error_text",
     "finish_reason",
     "run_message_id",
+    "source_urls",
     "thinking_texts",
 ]
 
@@ -101,3 +102,20 @@ def error_text(status: str, code: str, message: str) -> str:
     if message and _code_of((ProviderError, BudgetExceeded), code):
         return f"{message} ({code})"
     return f"The run ended {status} ({code or 'internal_error'})."
+
+
+def source_urls(message: Message) -> list[Chunk]:
+    """The sources an assistant turn cites, once each, as ``source-url`` chunks (in the history,
+    the same objects are its ``source-url`` parts); numbered like the chat page numbers them."""
+    seen: dict[str, Chunk] = {}
+    for citation in message.citations.all():
+        if citation.url not in seen:
+            chunk: Chunk = {
+                "type": "source-url",
+                "sourceId": f"source-{message.pk}-{len(seen) + 1}",
+                "url": citation.url,
+            }
+            if citation.title:
+                chunk["title"] = citation.title
+            seen[citation.url] = chunk
+    return list(seen.values())

@@ -51,6 +51,7 @@ from .chunks import (
     error_text,
     finish_reason,
     run_message_id,
+    source_urls,
     thinking_texts,
 )
 
@@ -293,6 +294,7 @@ class ChatStream:
             )
             step.text = content
         chunks += self._close_text(step)
+        chunks += source_urls(message)
         calls: list[ToolCall] = list(message.tool_calls.all())
         streamed = {tool.id: tool for tool in step.tools.values() if tool.started}
         for call in calls:

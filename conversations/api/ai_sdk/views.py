@@ -39,7 +39,7 @@ from ..schema import NamedChoiceField, document
 from ..serializers import MessageInputSerializer
 from ..sse.slots import acquire_stream_slot, release_stream_slot, releasing, releasing_async
 from ..throttling import MessageRateThrottle
-from .chunks import HEADERS, run_message_id, thinking_texts
+from .chunks import HEADERS, run_message_id, source_urls, thinking_texts
 from .history import HISTORY_PAGE_LINK, HistoryQuerySerializer, history_page
 from .stream import ChatStream
 
@@ -260,6 +260,7 @@ def ui_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 parts.append({"type": "reasoning", "id": part_id, "text": text, "state": "done"})
             if message.content:
                 parts.append({"type": "text", "text": message.content, "state": "done"})
+            parts += source_urls(message)
             for call in message.tool_calls.all():
                 part = _tool_part(call)
                 parts.append(part)

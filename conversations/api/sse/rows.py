@@ -16,6 +16,12 @@ Event ids are numbers made from message positions (``STRIDE`` = 100,000)::
     approval.requested  p * STRIDE + 33,000 + i   call i of a held turn, needing approval
     approval.decided    p * STRIDE + 66,000 + i   the same, once no call of the turn is pending
 
+The tools a provider ran itself and the sources it cited are written with
+their assistant turn, in its transaction, so they travel in that turn's
+``assistant_turn`` event (its ``message`` has ``provider_tool_calls`` and
+``citations``) rather than in events of their own: no id between the
+turn's and its first call's is free for them.
+
 (A run that ended without any message has ``run_started`` 0 and
 ``run_finished`` 99,999.) A call index fits a ``smallint``, so the slots of one
 position never overlap each other or the next position.
@@ -49,7 +55,15 @@ from uuid import UUID
 
 from django.db.models import Max, Min, Prefetch
 
-from conversations.models import BUSY_RUN_STATUSES, Message, Run, ToolApproval, ToolCall
+from conversations.models import (
+    BUSY_RUN_STATUSES,
+    Citation,
+    Message,
+    ProviderToolCall,
+    Run,
+    ToolApproval,
+    ToolCall,
+)
 
 __all__ = ["STRIDE", "RowEvents", "RunEvent"]
 
@@ -123,7 +137,14 @@ class RowEvents:
         messages = list(
             Message.objects.filter(run_id=self.run_id, position__gte=floor)
             .select_related("tool_call", "model_call")
-            .prefetch_related(Prefetch("tool_calls", queryset=calls))
+            .prefetch_related(
+                Prefetch("tool_calls", queryset=calls),
+                # The assistant turn's event carries them (see the module's docstring).
+                Prefetch(
+                    "provider_tool_calls", queryset=ProviderToolCall.objects.order_by("index")
+                ),
+                Prefetch("citations", queryset=Citation.objects.order_by("index")),
+            )
             .order_by("position")
         )
         first = self._first(messages, floor)

@@ -190,6 +190,8 @@ def build_provider(profile: Profile, *, http_client: Any = None) -> ChatProvider
 
 def offered_provider_tools(adapter: str) -> frozenset[str]:
     """The provider tools the adapter named ``adapter`` (a ``Provider.adapter``) can offer."""
+    if adapter == Provider.Adapter.DEMO:
+        return DemoProvider.provider_tool_kinds
     adapter_class = HTTP_ADAPTERS.get(adapter)
     return frozenset() if adapter_class is None else adapter_class.provider_tool_kinds
 
