@@ -19,6 +19,7 @@ PRICE_FIELDS = (
     "cached_input_price_per_million",
     "output_price_per_million",
     "reasoning_price_per_million",
+    "web_search_price_per_call",
 )
 """The price snapshot a model call keeps (same names as on ``LanguageModel``)."""
 
@@ -94,6 +95,12 @@ class ModelCall(models.Model):
         max_digits=12, decimal_places=6, null=True, blank=True
     )
     reasoning_price_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True
+    )
+    web_search_calls = models.PositiveIntegerField(
+        default=0, help_text="Web searches the provider ran itself while answering."
+    )
+    web_search_price_per_call = models.DecimalField(
         max_digits=12, decimal_places=6, null=True, blank=True
     )
     currency = models.CharField(max_length=3)

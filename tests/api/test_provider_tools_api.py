@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
+from conversations.models import Run
 from conversations.providers.anthropic import AnthropicProvider
 from conversations.services import run_tool_loop
 from conversations.services.transcript.messages import create_conversation
+from tests.api.test_events import parse
 from tests.providers.mock_http import Recorder
 from tests.providers.provider_tool_fixtures import ANTHROPIC_SEARCH
 from tests.providers.responses_server import whole_reply
@@ -56,3 +59,19 @@ def test_the_answer_carries_its_search_and_its_cited_span(api, searched) -> None
 
 def test_another_users_turn_is_not_found(other_api, searched) -> None:
     assert other_api.get(url(searched)).status_code == 404
+
+
+def test_the_event_stream_sends_them_in_the_assistant_turns_event(user, searched) -> None:
+    client = Client()
+    client.force_login(user)
+    run = Run.objects.get(conversation=searched)
+    response = client.get(reverse("conversations:run-events", args=[run.pk]))
+    events = parse(b"".join(response.streaming_content))
+    (turn,) = [event for event in events if event["event"] == "assistant_turn"]
+    message = turn["data"]["message"]
+    assert [call["id"] for call in message["provider_tool_calls"]] == [
+        "srvtoolu_01WYG3ziw53XMcoyKL4XcZmE"
+    ]
+    assert [c["url"] for c in message["citations"]] == [
+        "https://en.wikipedia.org/wiki/Claude_Shannon"
+    ]

@@ -4,6 +4,7 @@ streamed, an exact replay to the same adapter, nothing of it for another, and re
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -13,10 +14,13 @@ from django.forms.models import model_to_dict
 
 from conversations.exceptions import ConfigurationError
 from conversations.models import (
+    Budget,
+    BudgetCounter,
     Citation,
     Conversation,
     LanguageModel,
     Message,
+    ModelCall,
     Provider,
     ProviderToolCall,
     Run,
@@ -274,3 +278,43 @@ def test_redaction_empties_the_provider_tool_calls_and_drops_the_citations(searc
     assert (call.query, call.code, call.result_summary, call.provider_metadata) == ("", "", "", {})
     assert (call.kind, call.status) == ("web_search", "completed")  # the shape stays
     assert not Citation.objects.filter(message__conversation=conversation).exists()
+
+
+# Per-call billing ---------------------------------------------------------------------------
+
+
+def _search_run(profile, user, *, price: str | None) -> Run:
+    model = profile.language_model
+    model.input_price_per_million = Decimal("1")
+    model.output_price_per_million = Decimal("2")
+    model.web_search_price_per_call = None if price is None else Decimal(price)
+    model.save()
+    Budget.objects.create(
+        name="cost", scope="user", user=user, period="day", cost_limit=Decimal("100")
+    )
+    server = Recorder(whole_reply(RESPONSES_SEARCH), strict=True)
+    adapter = OpenAIResponsesProvider(api_key="k", http_client=server.client)
+    return run(profile, user, adapter, stream=False)
+
+
+def test_a_web_search_is_charged_at_the_models_price_per_call_and_counts_in_budgets(
+    searching, user
+) -> None:
+    done = _search_run(searching, user, price="0.01")
+    (call,) = ModelCall.objects.filter(run=done)
+    tokens = (Decimal(320) * 1 + Decimal(60) * 2) / 1_000_000
+    assert call.web_search_calls == 1
+    assert call.web_search_price_per_call == Decimal("0.01")
+    assert call.cost == tokens + Decimal("0.01")
+    done.refresh_from_db()
+    assert done.cost == call.cost and done.unpriced_calls == 0
+    (counter,) = BudgetCounter.objects.all()
+    assert counter.cost == call.cost
+
+
+def test_a_web_search_without_a_price_leaves_the_call_unpriced(searching, user) -> None:
+    done = _search_run(searching, user, price=None)
+    (call,) = ModelCall.objects.filter(run=done)
+    assert (call.web_search_calls, call.web_search_price_per_call, call.cost) == (1, None, None)
+    done.refresh_from_db()
+    assert done.unpriced_calls == 1

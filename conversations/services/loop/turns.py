@@ -70,7 +70,8 @@ def persist_turn(
     turn = response.to_message()
     usage = response.usage
     details = MessageDetails.from_response(response, latency_ms=asked.latency_ms)
-    priced = price_call(run=run, usage=usage, prices=state.prices)
+    searches = sum(call.kind == "web_search" for call in response.provider_tool_calls)
+    priced = price_call(run=run, usage=usage, prices=state.prices, web_searches=searches)
     state.prices = priced[0]
     checked: Checked = []
     levels: dict[int, str] = {}
@@ -111,6 +112,7 @@ def persist_turn(
             priced=priced,
             run_charged=True,
             budgets=asked.budgets,
+            web_searches=searches,
         )
         # Only calls that could run need a decision; refused ones are answered on resume.
         runnable = [row for row, rejection in checked if rejection is None]

@@ -12,7 +12,10 @@ the cached input price (the input price when that is blank), completion
 tokens that are not reasoning at the output price, reasoning tokens at the
 reasoning price (the output price when blank). Cached tokens are part of the
 prompt and reasoning tokens part of the completion, so each token is charged
-exactly once.
+exactly once. Web searches the provider ran itself while answering are
+charged per search at the model's ``web_search_price_per_call``; a call
+with searches and no such price has no cost (``None``), like a call whose
+token price is unknown.
 """
 
 from __future__ import annotations
@@ -89,8 +92,12 @@ def record_model_call(
     priced: tuple[Prices, Decimal | None] | None = None,
     run_charged: bool = False,
     budgets: BudgetCheck | None = None,
+    web_searches: int = 0,
 ) -> ModelCall:
     """Insert the ledger row of one provider request and charge the run and its budgets.
+
+    ``web_searches``: how many web searches the provider ran itself (charged
+    in ``priced``'s cost by :func:`price_call`).
 
     ``error_code`` marks a failed request (``message`` is then ``None``);
     ``time_to_first_token_ms`` is known for streamed answers only. Runs
@@ -140,6 +147,8 @@ def record_model_call(
             cached_input_price_per_million=prices.cached_input,
             output_price_per_million=prices.output,
             reasoning_price_per_million=prices.reasoning,
+            web_search_calls=web_searches,
+            web_search_price_per_call=prices.web_search,
             currency=prices.currency,
             cost=cost,
             estimated=usage.estimated,
@@ -175,9 +184,10 @@ def _charge_run(run: Run, usage: Usage, cost: Decimal | None, *, tokens: bool, p
 
 
 def price_call(
-    *, run: Run, usage: Usage, prices: Prices | None = None
+    *, run: Run, usage: Usage, prices: Prices | None = None, web_searches: int = 0
 ) -> tuple[Prices, Decimal | None]:
-    """The prices a call of ``run`` is charged and what ``usage`` costs at them.
+    """The prices a call of ``run`` is charged and what ``usage`` (and ``web_searches``
+    searches the provider ran) cost at them.
 
     ``prices`` as the run read them already (the tool loop reads them once per
     run); else the language model's prices now (one query).
@@ -185,7 +195,12 @@ def price_call(
     if prices is None:
         profile = run.profile
         prices = current_prices(language_model_id=profile.language_model_id if profile else None)
-    return prices, call_cost(usage=usage, prices=prices)
+    cost = call_cost(usage=usage, prices=prices)
+    if web_searches:
+        if cost is None or prices.web_search is None:
+            return prices, None
+        cost = (cost + web_searches * prices.web_search).quantize(_COST_PLACES)
+    return prices, cost
 
 
 def record_failed_call(

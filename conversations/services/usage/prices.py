@@ -12,13 +12,14 @@ PRICE_FIELDS = (
     "cached_input_price_per_million",
     "output_price_per_million",
     "reasoning_price_per_million",
+    "web_search_price_per_call",
 )
 """The language model's price fields, in the order of :class:`Prices`."""
 
 
 @dataclass(frozen=True, slots=True)
 class Prices:
-    """Prices per million tokens, as stored on a language model (``None``: unknown)."""
+    """Prices per million tokens (and per web search), as stored on a language model (``None``: unknown)."""
 
     input: Decimal | None = None
     """Uncached prompt tokens."""
@@ -29,7 +30,9 @@ class Prices:
     reasoning: Decimal | None = None
     """Reasoning tokens (blank: ``output``)."""
     currency: str = "USD"
-    """ISO 4217 code of all four."""
+    """ISO 4217 code of all the prices."""
+    web_search: Decimal | None = None
+    """One web search the provider ran itself (a price per call, not per million tokens)."""
 
     @classmethod
     def from_fields(cls, values: dict[str, Decimal | None], *, currency: str) -> Prices:
@@ -40,4 +43,5 @@ class Prices:
             output=values["output_price_per_million"],
             reasoning=values["reasoning_price_per_million"],
             currency=currency,
+            web_search=values.get("web_search_price_per_call"),
         )
