@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from conversations.domain.storable import dumps_compact, json_depth
 from conversations.domain.timing import duration_ms
-from conversations.models import Message, Run, ToolCall
+from conversations.models import Citation, Message, ProviderToolCall, Run, ToolCall
 from conversations.selectors import count_of, last_run_status
 
 __all__ = [
@@ -144,6 +144,15 @@ class TranscriptEntry:
     usage: str = ""
     content: str = ""
     """The message's content; a tool result's indented like arguments when it is JSON."""
+    provider_calls: list[ProviderToolCall] = field(default_factory=list)
+    """The tools the provider ran itself for this turn."""
+    sources: list[tuple[Citation, str]] = field(default_factory=list)
+    """Its citations, each with its link (``""`` when the URL is not http(s), shown as text)."""
+
+
+def _link(url: str) -> str:
+    # A provider's URL becomes a link only when it is http(s): never javascript: or data:.
+    return url if url.lower().startswith(("https://", "http://")) else ""
 
 
 def _usage_text(message: Message) -> str:
@@ -175,7 +184,8 @@ def build_transcript(
     ``results`` maps a call's primary key to its answer. A tool message whose
     call is in ``calls`` is shown beside that call rather than on its own line.
     No queries: everything is handed in (messages need ``tool_call`` selected
-    for tool messages whose call lies outside ``calls``).
+    for tool messages whose call lies outside ``calls``, and their
+    ``provider_tool_calls`` and ``citations`` prefetched).
     """
     by_message: dict[int, list[ToolCall]] = defaultdict(list)
     for call in calls:
@@ -193,6 +203,9 @@ def build_transcript(
             entry.run_url = reverse(f"{site}:conversations_run_change", args=[message.run_id])
         if message.tool_call_id is not None:
             entry.answers = message.tool_call
+        if message.role == Message.Role.ASSISTANT:
+            entry.provider_calls = list(message.provider_tool_calls.all())
+            entry.sources = [(c, _link(c.url)) for c in message.citations.all()]
         for call in sorted(by_message.get(message.pk, ()), key=lambda c: c.index):
             result = results.get(call.pk)
             entry.calls.append(

@@ -108,13 +108,17 @@ def conversations_with_summary(*, conversations: QuerySet[Conversation]) -> Quer
     )
 
 
+_PROVIDER_ACTIVITY = (
+    Prefetch("provider_tool_calls", queryset=ProviderToolCall.objects.order_by("index")),
+    Prefetch("citations", queryset=Citation.objects.order_by("index")),
+)
+
+
 def with_tool_calls(*, messages: QuerySet[Message]) -> QuerySet[Message]:
     """Messages with the call each answers, the calls each makes, their model call's cost, and
     the tools the provider ran and the sources it cited for each."""
     return messages.select_related("tool_call", "model_call").prefetch_related(
-        Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")),
-        Prefetch("provider_tool_calls", queryset=ProviderToolCall.objects.order_by("index")),
-        Prefetch("citations", queryset=Citation.objects.order_by("index")),
+        Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")), *_PROVIDER_ACTIVITY
     )
 
 
@@ -207,20 +211,26 @@ def admin_messages(*, messages: QuerySet[Message]) -> QuerySet[Message]:
 
 
 def conversation_transcript(*, conversation: Conversation) -> Transcript:
-    """Everything the transcript of a conversation shows, in two queries whatever its length."""
-    rows = list(conversation.messages.order_by("position"))
+    """Everything the transcript of a conversation shows, in four queries whatever its length
+    (the messages with the provider's tool calls and citations, then the calls)."""
+    rows = list(conversation.messages.order_by("position").prefetch_related(*_PROVIDER_ACTIVITY))
     calls = list(ToolCall.objects.filter(conversation=conversation))
     results = {m.tool_call_id: m for m in rows if m.tool_call_id is not None}
     return rows, calls, results
 
 
 def run_trace(*, run: Run) -> Transcript:
-    """Everything the trace of a run shows, in three queries.
+    """Everything the trace of a run shows, in five queries (three, and the provider's tool
+    calls and citations of its messages).
 
     The run's messages, its calls, and the answers to them: an answer can
     belong to no run (one written by recovery, say).
     """
-    rows = list(run.messages.select_related("tool_call").order_by("position"))
+    rows = list(
+        run.messages.select_related("tool_call")
+        .order_by("position")
+        .prefetch_related(*_PROVIDER_ACTIVITY)
+    )
     calls = list(ToolCall.objects.filter(message__run=run))
     results = {
         m.tool_call_id: m

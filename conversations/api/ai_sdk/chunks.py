@@ -106,10 +106,13 @@ def error_text(status: str, code: str, message: str) -> str:
 
 def source_urls(message: Message) -> list[Chunk]:
     """The sources an assistant turn cites, once each, as ``source-url`` chunks (in the history,
-    the same objects are its ``source-url`` parts); numbered like the chat page numbers them."""
+    the same objects are its ``source-url`` parts); numbered like the chat page numbers them.
+    A source whose address is not http(s) is left out."""
     seen: dict[str, Chunk] = {}
     for citation in message.citations.all():
-        if citation.url not in seen:
+        # Only web addresses: a client renders these as links.
+        web = citation.url.lower().startswith(("https://", "http://"))
+        if web and citation.url not in seen:
             chunk: Chunk = {
                 "type": "source-url",
                 "sourceId": f"source-{message.pk}-{len(seen) + 1}",
