@@ -8,6 +8,7 @@ import { buildCard, refreshCard } from "./cards.js";
 import { $, el, keepingScroll, scrollToEnd, ui } from "./dom.js";
 import { prettyJson, tokenNote } from "./format.js";
 import { renderMarkdown } from "./rich-text.js";
+import { buildProviderTools, buildSources } from "./sources.js";
 import { resetConversationState, state } from "./state.js";
 
 const ROLE_LABELS = { user: "You", assistant: "Assistant", system: "System", tool: "Tool result" };
@@ -67,6 +68,14 @@ function buildMessage(message, previous) {
       text.textContent = message.content;
     }
     article.append(text);
+  }
+  const ran = buildProviderTools(message);
+  const sources = buildSources(message);
+  if (ran) {
+    article.append(ran);
+  }
+  if (sources) {
+    article.append(sources);
   }
   const calls = message.tool_calls || [];
   if (calls.length) {
