@@ -74,6 +74,7 @@ EXPORTS = {
         "install_search_index",
         "install_search_triggers",
         "rebuild_search_index",
+        "record_provider_activity",
         "remove_search_index",
     ],
     "conversations.services.history": [
@@ -121,6 +122,8 @@ EXPORTS = {
         "build_provider",
         "check_connection",
         "completion_options",
+        "offered_provider_tools",
+        "profile_provider_tools",
         "provider_from_record",
     ],
     "conversations.tools": [
@@ -160,8 +163,12 @@ EXPORTS = {
         "ChatMessage",
         "CompletionResponse",
         "InvalidArgumentError",
+        "PROVIDER_TOOL_KINDS",
+        "ProviderTool",
+        "ProviderToolActivity",
         "ReasoningDelta",
         "Role",
+        "SourceCitation",
         "StreamEvent",
         "TOOL_NAME_PATTERN",
         "TextDelta",
@@ -171,6 +178,7 @@ EXPORTS = {
         "USAGE_FIELDS",
         "Usage",
         "normalise_messages",
+        "parse_provider_tools",
     ],
     "conversations.events": [
         "CHANGED",
