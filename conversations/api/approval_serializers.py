@@ -13,8 +13,8 @@ from rest_framework import serializers
 from conversations.models import ApprovalDecision, ApprovalLevel, ToolApproval
 from conversations.tools import registry
 
+from .message_parts import ToolCallSerializer
 from .schema import NamedChoiceField
-from .serializers import ToolCallSerializer
 
 __all__ = ["ApprovalSerializer"]
 

@@ -56,15 +56,13 @@ def _grounding(candidate: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _chunks(grounding: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The ``web`` object of each grounding chunk, in order (``{}`` for a chunk without one)."""
     chunks = grounding.get("groundingChunks")
-    return [
-        (
-            chunk.get("web")
-            if isinstance(chunk, Mapping) and isinstance(chunk.get("web"), Mapping)
-            else {}
-        )
-        for chunk in (chunks if isinstance(chunks, list) else ())
-    ]
+    found: list[Mapping[str, Any]] = []
+    for chunk in chunks if isinstance(chunks, list) else ():
+        web = chunk.get("web") if isinstance(chunk, Mapping) else None
+        found.append(web if isinstance(web, Mapping) else {})
+    return found
 
 
 def stored_parts(namespace: Any) -> list[Part] | None:

@@ -198,7 +198,8 @@ class RowEvents:
         from conversations.selectors import runs_with_calls
 
         from ..approval_serializers import ApprovalSerializer
-        from ..serializers import MessageSerializer, RunSerializer, ToolCallSerializer
+        from ..message_parts import ToolCallSerializer
+        from ..serializers import MessageSerializer, RunSerializer
 
         run_data: dict[str, Any] | None = None
         if any(kind in ("run_started", "run_finished", "output") for _, kind, _ in slots):
