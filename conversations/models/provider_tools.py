@@ -40,7 +40,7 @@ class ProviderToolCall(models.Model):
         Message, on_delete=models.CASCADE, related_name="provider_tool_calls"
     )
     index = models.PositiveSmallIntegerField(help_text="Order within the assistant turn.")
-    kind = models.CharField(max_length=32, choices=ProviderToolKind.choices)
+    kind = models.CharField(max_length=32, choices=ProviderToolKind)
     provider = models.CharField(
         max_length=32, help_text="The adapter that made the turn (its provider_metadata key)."
     )
