@@ -19,6 +19,7 @@ from conversations.domain import (
 )
 from conversations.providers.anthropic import AnthropicProvider
 from conversations.providers.base import CompletionOptions, HTTPProvider
+from conversations.providers.demo import DemoProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.ollama import OllamaProvider
 from conversations.providers.openai import OpenAIProvider
@@ -40,7 +41,13 @@ from tests.providers.responses_conformance import (
     assert_valid_request,
     assert_valid_response,
 )
-from tests.providers.responses_server import stream_events, streamed_reply, whole_reply
+from tests.providers.responses_server import (
+    message_item,
+    response_body,
+    stream_events,
+    streamed_reply,
+    whole_reply,
+)
 from tests.providers.stream_checks import check_stream
 from tests.providers.wire_anthropic import validate_anthropic_request
 from tests.providers.wire_gemini import validate_gemini_request
@@ -323,3 +330,128 @@ def test_the_provider_tool_payload_is_a_copy_of_what_came() -> None:
     response = OpenAIResponsesProvider(api_key=KEY).parse_response(body)
     body["output"][1]["action"]["query"] = "changed"
     assert response.provider_tool_calls[0].payload["action"]["query"] == "python 3.13 release date"
+
+
+# The other kinds of each vendor ----------------------------------------------------------
+
+
+def test_responses_file_search_and_code_interpreter_items_are_records_too() -> None:
+    body = response_body(
+        [
+            {
+                "type": "file_search_call",
+                "id": "fs_1",
+                "status": "completed",
+                "queries": ["refund policy", "returns"],
+                "results": [
+                    {"file_id": "file-1", "filename": "policy.pdf", "score": 0.9, "text": "…"}
+                ],
+            },
+            {
+                "type": "code_interpreter_call",
+                "id": "ci_1",
+                "status": "completed",
+                "container_id": "cntr_1",
+                "code": "print(6 * 7)",
+                "outputs": [{"type": "logs", "logs": "42\n"}],
+            },
+            message_item("msg_1", "42, and refunds take 14 days."),
+        ]
+    )
+    assert_valid_response(body)
+    adapter = OpenAIResponsesProvider(api_key=KEY)
+    search, run = adapter.parse_response(body).provider_tool_calls
+    assert (search.kind, search.query, search.result_summary) == (
+        "file_search",
+        "refund policy; returns",
+        "1 result(s)",
+    )
+    assert (run.kind, run.code, run.result_summary) == ("code_execution", "print(6 * 7)", "42\n")
+    replayed = adapter.build_payload(
+        [ChatMessage.user("Q"), adapter.parse_response(body).to_message()], [], options()
+    )
+    assert replayed["input"][1:3] == body["output"][:2]
+    assert_valid_request(replayed)
+
+
+@pytest.mark.parametrize(
+    ("result", "status", "summary"),
+    [
+        (
+            {"type": "code_execution_result", "stdout": "42\n", "stderr": "", "return_code": 0},
+            "completed",
+            "42\n",
+        ),
+        (
+            {"type": "code_execution_result", "stdout": "", "stderr": "boom", "return_code": 1},
+            "failed",
+            "boom",
+        ),
+        (
+            {"type": "code_execution_tool_result_error", "error_code": "unavailable"},
+            "failed",
+            "unavailable",
+        ),
+    ],
+)
+def test_an_anthropic_code_run_reports_its_output_or_its_error(
+    result: dict[str, Any], status: str, summary: str
+) -> None:
+    body = {
+        **ANTHROPIC_SEARCH,
+        "content": [
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_code",
+                "name": "code_execution",
+                "input": {"code": "print(6 * 7)"},
+            },
+            {
+                "type": "code_execution_tool_result",
+                "tool_use_id": "srvtoolu_code",
+                "content": result,
+            },
+            {"type": "text", "text": "Done."},
+        ],
+    }
+    (run,) = AnthropicProvider(api_key=KEY).parse_response(body).provider_tool_calls
+    assert (run.kind, run.code, run.status, run.result_summary) == (
+        "code_execution",
+        "print(6 * 7)",
+        status,
+        summary,
+    )
+
+
+def test_a_web_search_error_result_is_a_failed_search() -> None:
+    body = copy.deepcopy(ANTHROPIC_SEARCH)
+    body["content"][2]["content"] = {
+        "type": "web_search_tool_result_error",
+        "error_code": "max_uses_exceeded",
+    }
+    (search,) = AnthropicProvider(api_key=KEY).parse_response(body).provider_tool_calls
+    assert (search.status, search.result_summary) == ("failed", "max_uses_exceeded")
+
+
+def test_a_gemini_code_run_that_failed_and_one_without_a_result() -> None:
+    body = copy.deepcopy(GEMINI_CODE)
+    parts = body["candidates"][0]["content"]["parts"]
+    parts[2]["codeExecutionResult"] = {"outcome": "OUTCOME_FAILED", "output": "NameError"}
+    parts.append({"executableCode": {"language": "PYTHON", "code": "print(1)"}})
+    failed, pending = GeminiProvider(api_key=KEY).parse_response(body).provider_tool_calls
+    assert (failed.status, failed.result_summary) == ("failed", "NameError")
+    assert (pending.status, pending.code) == ("in_progress", "print(1)")
+
+
+def test_the_demo_searches_only_for_a_profile_offering_web_search() -> None:
+    demo = DemoProvider()
+    searched = demo.complete([ChatMessage.user("Look:\n/search green tea")], options=options())
+    (search,) = searched.provider_tool_calls
+    assert (search.kind, search.query, search.status) == ("web_search", "green tea", "completed")
+    first, second = searched.citations
+    assert searched.content[first.start : first.end].startswith("I searched the web")
+    assert second.end == len(searched.content) and first.url.startswith("https://example.com/")
+    plain = demo.complete(
+        [ChatMessage.user("/search green tea")], options=CompletionOptions(model="m")
+    )
+    assert plain.provider_tool_calls == () and "offline demo model" in plain.content
