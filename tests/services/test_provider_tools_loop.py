@@ -28,7 +28,12 @@ from conversations.models import (
 from conversations.providers.anthropic import AnthropicProvider
 from conversations.providers.gemini import GeminiProvider
 from conversations.providers.openai_responses import OpenAIResponsesProvider
-from conversations.services import redact_conversation, run_tool_loop, submit_message
+from conversations.services import (
+    fork_conversation,
+    redact_conversation,
+    run_tool_loop,
+    submit_message,
+)
 from conversations.services.configuration import build_provider, completion_options
 from conversations.services.transcript.messages import create_conversation
 from tests.providers.mock_http import Recorder
@@ -318,3 +323,25 @@ def test_a_web_search_without_a_price_leaves_the_call_unpriced(searching, user) 
     assert (call.web_search_calls, call.web_search_price_per_call, call.cost) == (1, None, None)
     done.refresh_from_db()
     assert done.unpriced_calls == 1
+
+
+def test_a_branch_keeps_the_search_and_its_citations_with_the_copied_answer(
+    searching, user
+) -> None:
+    server = Recorder(whole_reply(RESPONSES_SEARCH), strict=True)
+    done = run(
+        searching,
+        user,
+        OpenAIResponsesProvider(api_key="k", http_client=server.client),
+        stream=False,
+    )
+    original = Conversation.objects.get(pk=done.conversation_id)
+    branch = fork_conversation(conversation=original, position=1)
+    copied = Message.objects.get(conversation=branch, role="assistant")
+    (call,) = copied.provider_tool_calls.all()
+    assert (call.provider_call_id, call.query) == ("ws_68a1", "python 3.13 release date")
+    assert [c.url for c in copied.citations.all()] == [
+        "https://www.python.org/downloads/release/python-3130/"
+    ]
+    # The original keeps its own rows.
+    assert ProviderToolCall.objects.count() == 2 and Citation.objects.count() == 2

@@ -19,7 +19,7 @@ from django.db import transaction
 
 from conversations import domain
 from conversations.exceptions import InvalidArgumentError, WouldSplitToolCall
-from conversations.models import Conversation, Message, Run, ToolCall
+from conversations.models import Citation, Conversation, Message, ProviderToolCall, Run, ToolCall
 from conversations.selectors import message_to_domain
 
 from ..configuration.providers import build_provider
@@ -111,7 +111,25 @@ def fork_conversation(*, conversation: Conversation, position: int | None) -> Co
         )
         rows = append_messages(conversation=branch, messages=items, details=details)
         _copy_call_states(calls, rows)
+        _copy_provider_activity(messages, rows)
     return branch
+
+
+def _copy_provider_activity(messages: list[Message], rows: list[Message]) -> None:
+    """The provider's tool calls and citations of the copied assistant turns, on their copies."""
+    copies = {m.pk: row for m, row in zip(messages, rows, strict=True) if m.role == "assistant"}
+    if not copies:
+        return
+    ran = list(ProviderToolCall.objects.filter(message_id__in=list(copies)))
+    cited = list(Citation.objects.filter(message_id__in=list(copies)))
+    for ran_row in ran:
+        ran_row.pk, ran_row.message = None, copies[ran_row.message_id]
+    for cited_row in cited:
+        cited_row.pk, cited_row.message = None, copies[cited_row.message_id]
+    if ran:
+        ProviderToolCall.objects.bulk_create(ran)
+    if cited:
+        Citation.objects.bulk_create(cited)
 
 
 def _check_cut(calls: list[ToolCall], messages: list[Message], position: int) -> None:
