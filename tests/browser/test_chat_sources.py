@@ -15,6 +15,7 @@ from django.core.management import call_command
 
 from conversations.models import Citation, Profile
 
+from .test_chat_accessibility import serious_violations
 from .test_chat_page import TIMEOUT_MS, log_in
 from .test_chat_streaming import ask
 from .transcripts import conversation_with, demo_user
@@ -54,7 +55,7 @@ def check_sources(page) -> None:
     expect(card.locator("summary")).to_contain_text("Web search")
     expect(card.locator("summary")).to_contain_text(QUERY)
     expect(card.locator("summary")).to_contain_text("2 source(s)")
-    links = answer.get_by_role("navigation", name="Sources").get_by_role("link")
+    links = answer.get_by_role("list", name="Sources").get_by_role("link")
     expect(links).to_have_count(2)
     expect(links.nth(0)).to_have_text(f"[1] Example results for {QUERY}")
     expect(links.nth(1)).to_have_text("[2] About example.com")
@@ -71,6 +72,7 @@ def test_a_searched_answer_shows_its_search_card_and_numbered_sources(
     check_sources(page)
     page.reload()
     check_sources(page)
+    assert serious_violations(page) == []
     assert page.errors == []
 
 
@@ -98,7 +100,7 @@ def test_a_source_that_is_not_a_web_address_is_text_not_a_link(
 ) -> None:
     log_in(page, live_server.url)
     page.get_by_role("link", name="Odd sources").click()
-    sources = page.get_by_role("navigation", name="Sources")
+    sources = page.get_by_role("list", name="Sources")
     expect(sources.locator("li")).to_have_count(2)
     expect(sources.locator("li").nth(0)).to_have_text("[1] javascript:alert(1)")
     expect(sources.get_by_role("link")).to_have_count(1)

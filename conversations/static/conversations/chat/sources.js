@@ -75,13 +75,14 @@ export function buildSources(message) {
   if (!sources.length) {
     return null;
   }
+  // A labelled list rather than a landmark: every answer with sources has one.
   return el(
-    "nav",
-    { className: "llm-sources", "aria-label": "Sources" },
+    "div",
+    { className: "llm-sources" },
     el("h3", { className: "llm-sources-title" }, "Sources"),
     el(
       "ol",
-      null,
+      { "aria-label": "Sources" },
       ...sources.map((source) => {
         const label = source.title || host(source.url) || source.url;
         const site = host(source.url);
