@@ -15,7 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.conf import app_settings
-from conversations.domain import USAGE_FIELDS, timing
+from conversations.domain import USAGE_FIELDS, InvalidArgumentError, parse_provider_tools, timing
 from conversations.models import (
     TITLE_MAX_LENGTH,
     Message,
@@ -476,6 +476,15 @@ class ProfileSerializer(serializers.Serializer[Any]):
     stream = serializers.BooleanField(
         help_text="Whether answers stream (deltas on the run's events) while they are written."
     )
+    provider_tools = serializers.SerializerMethodField(
+        help_text="The tools the provider runs itself for this profile, by kind (web_search...)."
+    )
+
+    def get_provider_tools(self, obj: Profile) -> list[str]:
+        try:
+            return [tool.kind for tool in parse_provider_tools(obj.provider_tools)]
+        except InvalidArgumentError:  # a list the admin would refuse: a run says why
+            return []
 
     def get_is_default(self, obj: Profile) -> bool:
         return obj.slug == self.context.get("default_profile")

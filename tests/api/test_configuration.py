@@ -54,6 +54,7 @@ def test_profiles_lists_active_profiles_without_any_key(api, profile):
             "max_iterations": 4,
             "allowed_tools": None,
             "stream": True,
+            "provider_tools": [],
         },
         {
             "slug": "tools-only",
@@ -65,6 +66,7 @@ def test_profiles_lists_active_profiles_without_any_key(api, profile):
             "max_iterations": 10,
             "allowed_tools": ["calculate"],
             "stream": False,
+            "provider_tools": [],
         },
     ]
     assert "SECRET_REF_NAME" not in response.content.decode()

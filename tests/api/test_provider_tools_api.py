@@ -75,3 +75,10 @@ def test_the_event_stream_sends_them_in_the_assistant_turns_event(user, searched
     assert [c["url"] for c in message["citations"]] == [
         "https://en.wikipedia.org/wiki/Claude_Shannon"
     ]
+
+
+def test_the_profile_list_names_the_provider_tools_by_kind_only(api, profile) -> None:
+    profile.provider_tools = ["web_search", {"type": "file_search", "vector_store_ids": ["vs_1"]}]
+    profile.save()
+    (listed,) = api.get(reverse("conversations:profile-list")).json()
+    assert listed["provider_tools"] == ["web_search", "file_search"]
