@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.models import Citation, Message, Run
+from conversations.models import Citation, LanguageModel, Message, Profile, Provider, Run
 from conversations.providers.anthropic import AnthropicProvider
 from conversations.services import run_tool_loop
 from conversations.services.transcript.messages import create_conversation
@@ -13,6 +13,7 @@ from tests.providers.provider_tool_fixtures import ANTHROPIC_SEARCH
 from tests.providers.responses_server import whole_reply
 
 from .conftest import admin_url
+from .test_config import profile_data
 
 pytestmark = pytest.mark.django_db
 
@@ -52,3 +53,35 @@ def test_a_source_that_is_not_http_is_shown_as_text_never_as_a_link(admin_client
     sources = page[page.index('class="llm-sources"') :]
     sources = sources[: sources.index("</ol>")]
     assert "javascript:alert(1)" in sources and "href" not in sources
+
+
+def test_the_profile_form_refuses_a_tool_the_adapter_cannot_offer(admin_client, openai_model):
+    data = profile_data(openai_model, provider_tools='["web_search"]')
+    response = admin_client.post(admin_url(Profile, "add"), data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors["provider_tools"]
+    assert errors == [
+        'The openai adapter cannot offer the provider tool "web_search" (it offers: none).'
+    ]
+    assert not Profile.objects.filter(slug="research").exists()
+
+
+def test_the_profile_form_names_the_bad_item_of_the_list(admin_client, openai_model):
+    data = profile_data(openai_model, provider_tools='["web_search", {"type": "file_search"}]')
+    response = admin_client.post(admin_url(Profile, "add"), data)
+    (error,) = response.context["adminform"].form.errors["provider_tools"]
+    assert error.startswith("provider_tools/1/vector_store_ids: file_search needs at least one")
+
+
+def test_the_profile_form_stores_the_tools_a_responses_model_offers(admin_client, openai_model):
+    record = Provider.objects.create(slug="resp", name="Responses", adapter="openai_responses")
+    model = LanguageModel.objects.create(provider=record, model_id="gpt-5")
+    tools = '["web_search", {"type": "file_search", "vector_store_ids": ["vs_1"]}]'
+    response = admin_client.post(
+        admin_url(Profile, "add"), profile_data(model, provider_tools=tools)
+    )
+    assert response.status_code == 302
+    assert Profile.objects.get(slug="research").provider_tools == [
+        "web_search",
+        {"type": "file_search", "vector_store_ids": ["vs_1"]},
+    ]
