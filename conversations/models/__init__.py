@@ -16,8 +16,9 @@ from), ``config`` (providers, language models, profiles, tool switches) and
 ``transcript`` (conversations, messages, tool calls, runs) and ``usage``
 (the model-call ledger, budgets and their per-period counters) and ``mcp``
 (MCP servers, the tools they list, calls of ours over MCP) and ``output``
-(the JSON Schemas of structured output) and ``provider_tools`` (the calls of
-tools a provider ran itself, and the citations of an answer). Every model is
+(the JSON Schemas of structured output), ``provider_tools`` (the calls of
+tools a provider ran itself, and the citations of an answer) and
+``feedback`` (users' feedback, scores, evaluations). Every model is
 importable from here, which is also where migrations find ``JSONTypeOf``;
 ``rules`` holds no model and is imported as ``conversations.models.rules``.
 """
@@ -25,6 +26,7 @@ importable from here, which is also where migrations find ``JSONTypeOf``;
 from .approvals import ApprovalDecision, ApprovalLevel, ToolApproval
 from .config import ApprovalPolicy, LanguageModel, Profile, Provider, ToolSetting
 from .constraints import JSONTypeOf
+from .feedback import MAX_TAG_LENGTH, MAX_TAGS, Evaluation, Feedback, Score, ScoreSource
 from .mcp import MCPCall, MCPServer, MCPTool, MCPTransport
 from .output import OutputSchema
 from .provider_tools import Citation, ProviderToolCall, ProviderToolKind
@@ -32,6 +34,7 @@ from .transcript import (
     BUSY_RUN_STATUSES,
     TITLE_MAX_LENGTH,
     Conversation,
+    ConversationKind,
     Message,
     Run,
     RunStatus,
@@ -42,6 +45,8 @@ from .usage import Budget, BudgetCounter, ModelCall
 
 __all__ = [
     "BUSY_RUN_STATUSES",
+    "MAX_TAGS",
+    "MAX_TAG_LENGTH",
     "TITLE_MAX_LENGTH",
     "ApprovalDecision",
     "ApprovalLevel",
@@ -50,6 +55,9 @@ __all__ = [
     "BudgetCounter",
     "Citation",
     "Conversation",
+    "ConversationKind",
+    "Evaluation",
+    "Feedback",
     "JSONTypeOf",
     "LanguageModel",
     "MCPCall",
@@ -65,6 +73,8 @@ __all__ = [
     "ProviderToolKind",
     "Run",
     "RunStatus",
+    "Score",
+    "ScoreSource",
     "ToolApproval",
     "ToolCall",
     "ToolCallStatus",

@@ -15,11 +15,13 @@ from conversations.domain.storable import MAX_NAME_LENGTH
 
 from .config import Profile
 from .constraints import DeepJSONDecoder, is_json, non_negative, not_empty
+from .feedback import Evaluation
 
 __all__ = [
     "BUSY_RUN_STATUSES",
     "TITLE_MAX_LENGTH",
     "Conversation",
+    "ConversationKind",
     "Message",
     "Run",
     "RunStatus",
@@ -55,6 +57,13 @@ class RunStatus(models.TextChoices):
     BUDGET_EXHAUSTED = "budget_exhausted", "Stopped by a budget"
 
 
+class ConversationKind(models.TextChoices):
+    """What a conversation is for (``Conversation.Kind``)."""
+
+    CHAT = "chat", "Chat"
+    EVALUATION = "evaluation", "Evaluation"
+
+
 BUSY_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 """A run in one of these holds its conversation: no other run may start."""
 
@@ -65,6 +74,8 @@ the services and the commands check or cut a title to."""
 
 class Conversation(models.Model):
     """One conversation of one user; its messages are the history sent to a model."""
+
+    Kind = ConversationKind
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -102,6 +113,25 @@ class Conversation(models.Model):
         related_name="family",
         help_text="The first conversation of the family (itself for a root).",
     )
+    kind = models.CharField(
+        max_length=16,
+        choices=ConversationKind.choices,
+        default=ConversationKind.CHAT,
+        help_text="An evaluation's replays are hidden from the user's list and from exports.",
+    )
+    evaluation = models.ForeignKey(
+        Evaluation,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="conversations",
+        help_text="The evaluation this conversation replays an example of.",
+    )
+    redacted_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its contents were replaced by the redaction marker (never exported).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -114,6 +144,15 @@ class Conversation(models.Model):
             models.CheckConstraint(
                 condition=is_json("metadata", "object"),
                 name="conversations_conversation_metadata_object",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=ConversationKind.values),
+                name="conversations_conversation_kind_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(evaluation__isnull=True) | Q(kind=ConversationKind.EVALUATION),
+                name="conversations_conversation_evaluation_kind",
+                violation_error_message="Only an evaluation conversation belongs to an evaluation.",
             ),
         ]
 

@@ -99,9 +99,10 @@ def chat(request: HttpRequest, conversation_id: UUID | None = None) -> HttpRespo
             raise Http404("No such conversation.")
     context = {
         # Branches are reached through the version switches, as in the API's list.
-        "conversations": conversations.filter(forked_from__isnull=True).order_by("-updated_at")[
-            :RECENT_CONVERSATIONS
-        ],
+        # An evaluation's replays are the evaluator's, not chats to go back to.
+        "conversations": conversations.filter(
+            forked_from__isnull=True, kind=Conversation.Kind.CHAT
+        ).order_by("-updated_at")[:RECENT_CONVERSATIONS],
         "current": current,
         "api_root": api_root(),
         "chat_url": reverse("conversations_web:chat"),

@@ -23,6 +23,7 @@ from conversations import events
 from conversations.domain import ToolCall
 from conversations.exceptions import ProviderError
 from conversations.models import Message, Run
+from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import execute_run, start_run
 from conversations.tools import registry, tool
@@ -271,10 +272,14 @@ def test_a_run_with_tool_calls_streams_every_step(api, demo_conversation):
     assert json.loads(outputs[calls["get_weather"]["toolCallId"]])["city"] == "Leipzig"
     assert chunks[-1]["finishReason"] == "stop"
     stored = list(Message.objects.filter(run=run).exclude(role="user").values_list("pk", flat=True))
+    answer = Message.objects.filter(run=run, role="assistant").order_by("position").last()
+    called = ToolCallRow.objects.filter(message__run=run)
     assert chunks[-1]["messageMetadata"] == {
         "runId": str(run.pk),
         "runStatus": "completed",
         "messageIds": stored,
+        "position": answer.position,
+        "toolCalls": {call.call_id: call.pk for call in called},
     }
     # Only the last message was read.
     assert list(Message.objects.filter(role="user").values_list("content", flat=True)) == [QUESTION]
@@ -476,7 +481,13 @@ def test_a_provider_error_is_an_error_chunk_with_its_message(demo_conversation, 
         {
             "type": "finish",
             "finishReason": "error",
-            "messageMetadata": {"runId": str(run.pk), "runStatus": "failed", "messageIds": []},
+            "messageMetadata": {
+                "runId": str(run.pk),
+                "runStatus": "failed",
+                "messageIds": [],
+                "position": None,
+                "toolCalls": {},
+            },
         },
     ]
 
@@ -519,12 +530,14 @@ def test_the_history_is_one_assistant_message_per_run(api, demo_conversation):
         "metadata": {"runId": str(run.pk), "messageIds": [stored[0].pk]},
     }
     assert assistant["id"] == f"run-{run.pk}"
+    weather, calculate = stored[1].tool_calls.order_by("index")
     assert assistant["metadata"] == {
         "runId": str(run.pk),
         "runStatus": "completed",
         "messageIds": [m.pk for m in stored[1:]],
+        "position": stored[-1].position,
+        "toolCalls": {weather.call_id: weather.pk, calculate.call_id: calculate.pk},
     }
-    weather, calculate = stored[1].tool_calls.order_by("index")
     assert assistant["parts"] == [
         {"type": "step-start"},
         {

@@ -78,6 +78,22 @@ OPERATIONS = {
         "503",
     },
     ("/api/runs/{run_id}/", "get"): {"200", "401", "403", "404", "503"},
+    ("/api/runs/{run_id}/scores/", "get"): {"200", "401", "403", "404", "503"},
+    ("/api/runs/{run_id}/scores/", "post"): {"201", "400", "401", "403", "404", "503"},
+    ("/api/conversations/{conversation_id}/feedback/", "get"): {"200", "401", "403", "404", "503"},
+    **{
+        (path, method): codes
+        for path in (
+            "/api/conversations/{conversation_id}/messages/{position}/feedback/",
+            "/api/tool-calls/{tool_call_id}/feedback/",
+            "/api/runs/{run_id}/feedback/",
+        )
+        for method, codes in (
+            ("get", {"200", "401", "403", "404", "503"}),
+            ("put", {"200", "201", "400", "401", "403", "404", "503"}),
+            ("delete", {"204", "401", "403", "404", "503"}),
+        )
+    },
     ("/api/runs/{run_id}/cancel/", "post"): {"202", "401", "403", "404", "409", "503"},
     ("/api/conversations/{conversation_id}/fork/", "post"): {
         "201",
@@ -222,6 +238,7 @@ def test_every_created_answer_documents_its_location_header(schema):
         ("/api/conversations/{conversation_id}/messages/{position}/edit/", "post", "202"),
         ("/api/conversations/{conversation_id}/regenerate/", "post", "201"),
         ("/api/conversations/{conversation_id}/regenerate/", "post", "202"),
+        ("/api/runs/{run_id}/scores/", "post", "201"),
     }
     for response in created.values():
         assert response["headers"]["Location"]["schema"] == {"type": "string", "format": "uri"}

@@ -107,6 +107,8 @@ class ChatStream:
         self._last_seq = -1
         self._aliases: dict[str, str] = {}
         self._message_ids: list[int] = []
+        self._position: int | None = None
+        self._tool_call_pks: dict[str, int] = {}
         self._last_finish_reason = ""
         self._quiet = False
         self._done = False
@@ -263,6 +265,7 @@ class ChatStream:
         if message.role == Message.Role.ASSISTANT:
             self._quiet = True
             self._message_ids.append(message.pk)
+            self._position = message.position
             self._last_finish_reason = message.finish_reason
             return self._assistant(message)
         if message.role == Message.Role.TOOL and message.tool_call is not None:
@@ -303,6 +306,7 @@ class ChatStream:
             if shown not in streamed and call.call_id in streamed:
                 shown = call.call_id
             self._aliases[call.call_id] = shown
+            self._tool_call_pks[shown] = call.pk
             chunks.append(
                 {
                     "type": "tool-input-available",
@@ -350,6 +354,9 @@ class ChatStream:
                     "runId": str(self.run_id),
                     "runStatus": status,
                     "messageIds": list(self._message_ids),
+                    # What the feedback endpoints take: the answer's position, each call's pk.
+                    "position": self._position,
+                    "toolCalls": dict(self._tool_call_pks),
                 },
             }
         )

@@ -66,7 +66,8 @@ class UIMessageSerializer(serializers.Serializer[Any]):
     metadata = serializers.DictField(
         required=False,
         help_text="`runId`, `messageIds` (the stored messages shown) and, on assistant "
-        "messages, `runStatus`.",
+        "messages, `runStatus`, `position` (the last answer's, which the feedback endpoint "
+        "takes) and `toolCalls` (each `toolCallId`'s `pk`).",
     )
 
 
@@ -247,12 +248,15 @@ def ui_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                         "runId": str(run_id) if run_id else None,
                         "runStatus": message.run.status if message.run else None,
                         "messageIds": [],
+                        "position": message.position,
+                        "toolCalls": {},
                     },
                 }
                 result.append(group)
                 steps = 0
             steps += 1
             group["metadata"]["messageIds"].append(message.pk)
+            group["metadata"]["position"] = message.position
             parts = group["parts"]
             parts.append({"type": "step-start"})
             for number, text in enumerate(thinking_texts(message)):
@@ -264,6 +268,7 @@ def ui_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             for call in message.tool_calls.all():
                 part = _tool_part(call)
                 parts.append(part)
+                group["metadata"]["toolCalls"][call.call_id] = call.pk
                 tool_parts[call.call_id] = (part, group)
         elif message.tool_call is not None and message.tool_call.call_id in tool_parts:
             part, owner = tool_parts[message.tool_call.call_id]

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations import selectors
+from conversations.models import Conversation
 from conversations.services import create_conversation
 from conversations.services import history as operations
 
@@ -65,14 +66,15 @@ class ConversationListView(ConversationQueries):
         operation_id="conversations_list",
         summary="List your conversations",
         description="Most recently updated first; cursor pagination; `q` searches titles; "
-        "branches are listed only with `branches=all`.",
+        "branches are listed only with `branches=all`; an evaluation's conversations never.",
         parameters=[ConversationListQuerySerializer],
         responses={200: ConversationSerializer(many=True), 400: ERR_400_LIST, **AUTH_ERRORS},
         tags=["conversations"],
     )
     def get(self, request: Request) -> Response:
         query = self.query(ConversationListQuerySerializer)
-        conversations = self.annotated()
+        # An evaluation's replays are reached by id (and in the admin), never listed.
+        conversations = self.annotated().filter(kind=Conversation.Kind.CHAT)
         if query.get("q"):
             conversations = conversations.filter(title__icontains=query["q"])
         if query["branches"] == "roots":

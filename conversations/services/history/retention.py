@@ -4,7 +4,8 @@ Two modes. ``delete`` removes whole conversations (always allowed: a
 conversation goes with all its messages, calls and runs). ``redact`` keeps
 the shape and the accounting: message contents, tool arguments and results
 become ``CONVERSATIONS["REDACTION_MARKER"]``, titles, metadata, provider
-metadata, tool errors, run texts and reviewers' reasons are emptied, and
+metadata, tool errors, run texts, reviewers' reasons and feedback comments
+and tags are emptied (and the conversation is marked ``redacted_at``), and
 roles, positions, call ids, statuses, decisions, runs, usage and costs stay.
 Only columns no rule reads are changed (a decided approval's reason may
 become empty and nothing else), so every database rule still holds and the
@@ -36,6 +37,7 @@ from conversations.exceptions import ConversationBusy, InvalidArgumentError
 from conversations.models import (
     Citation,
     Conversation,
+    Feedback,
     MCPCall,
     Message,
     Profile,
@@ -199,6 +201,13 @@ def redact_conversation(*, conversation: Conversation) -> None:
             reason=""
         )
         Run.objects.filter(conversation=conversation).update(error_message="", final_content="")
+        # Feedback comments and tags are the user's words about the contents.
+        Feedback.objects.filter(
+            Q(message__conversation=conversation)
+            | Q(tool_call__conversation=conversation)
+            | Q(run__conversation=conversation)
+        ).update(comment="", tags=[])
+        now = timezone.now()
         Conversation.objects.filter(pk=conversation.pk).update(
-            title="", metadata={}, updated_at=timezone.now()
+            title="", metadata={}, updated_at=now, redacted_at=now
         )
