@@ -54,8 +54,14 @@ def _permission_names() -> set[str]:
     """The app's own permissions as ``has_perm`` names them (``conversations.<codename>``)."""
     from django.apps import apps
 
-    models = apps.get_app_config("conversations").get_models()
-    return {f"conversations.{code}" for model in models for code, _ in model._meta.permissions}
+    models = list(apps.get_app_config("conversations").get_models())
+    custom = {f"conversations.{code}" for model in models for code, _ in model._meta.permissions}
+    default = {
+        f"conversations.{action}_{model._meta.model_name}"
+        for model in models
+        for action in model._meta.default_permissions
+    }
+    return custom | default
 
 
 def _dotted(text: str) -> set[str]:

@@ -37,9 +37,10 @@ class TagFilter(admin.SimpleListFilter):
             return queryset
         # The list as JSON text holds the tag as a quoted string on both databases
         # (SQLite has no JSON containment lookup).
-        return queryset.annotate(tags_text=Cast("tags", TextField())).filter(
+        found: QuerySet[Any] = queryset.annotate(tags_text=Cast("tags", TextField())).filter(
             tags_text__contains=json.dumps(tag)
         )
+        return found
 
 
 @admin.register(Feedback)

@@ -134,6 +134,7 @@ OPERATIONS = {
     ("/api/conversations/{conversation_id}/branches/", "get"): {"200", "401", "403", "404", "503"},
     ("/api/search/", "get"): {"200", "400", "401", "403", "503"},
     ("/api/export/", "get"): {"200", "401", "403", "503"},
+    ("/api/datasets/export/", "get"): {"200", "400", "401", "403", "503"},
     ("/api/tools/", "get"): {"200", "401", "403", "503"},
     ("/api/profiles/", "get"): {"200", "401", "403", "503"},
     ("/api/approvals/", "get"): {"200", "400", "401", "403", "503"},
@@ -169,6 +170,7 @@ WITHOUT_BODY = {
 """Unsafe operations that take no request body."""
 DOWNLOADS = {
     ("/api/export/", "get", "200"): "application/jsonl",
+    ("/api/datasets/export/", "get", "200"): "application/jsonl",
     ("/api/conversations/{conversation_id}/messages/", "post", "200"): "text/event-stream",
     ("/api/conversations/{conversation_id}/messages/{position}/edit/", "post", "200"): (
         "text/event-stream"
