@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("services.usage", "services.configuration"),
     ("services.transcript",),
     ("services.loop",),
-    ("services.history", "services.approvals", "services.feedback"),
+    ("services.history", "services.approvals", "services.feedback", "services.evaluation"),
     ("services",),
     # What the outside world talks to; each uses the services. The API's
     # shared parts (base view, errors, fields, serializers ...) come first,
