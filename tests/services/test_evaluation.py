@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -251,10 +252,9 @@ def test_the_llm_judge_asks_a_named_profile_and_its_calls_are_in_the_ledger(user
     assert ModelCall.objects.filter(conversation__in=judged).count() == 2
 
 
-def test_the_command_prints_the_table_on_the_demo_provider(django_user_model, profile, tmp_path):
+def test_the_readme_evaluation_runs_offline_on_the_demo_provider(django_user_model, profile):
     django_user_model.objects.create_superuser("root")
-    path = tmp_path / "demo.jsonl"
-    path.write_text("\n".join(json.dumps(e) for e in dataset()[:3]))
+    path = Path(__file__).resolve().parents[2] / "docs" / "evaluation-example.jsonl"
     out = io.StringIO()
     call_command(
         "evaluate",
@@ -264,15 +264,23 @@ def test_the_command_prints_the_table_on_the_demo_provider(django_user_model, pr
         "--scorer",
         "contains",
         "--scorer",
+        "tool_called",
+        "--scorer",
         "short_answer",
         stdout=out,
     )
-    text = out.getvalue()
-    assert "3 example(s) x 1 profile(s)" in text
-    header = text.splitlines()[1].split()
-    assert header[:5] == ["profile", "runs", "failures", "contains", "short_answer"]
-    assert text.splitlines()[3].split()[:3] == ["demo", "3", "0"]
-    assert Evaluation.objects.get().dataset == "demo.jsonl"
+    lines = out.getvalue().splitlines()
+    assert "3 example(s) x 1 profile(s)" in lines[0]
+    assert lines[1].split()[:6] == [
+        "profile",
+        "runs",
+        "failures",
+        "contains",
+        "tool_called",
+        "short_answer",
+    ]
+    assert lines[3].split()[:6] == ["demo", "3", "0", "1.000", "1.000", "1.000"]
+    assert Evaluation.objects.get().dataset == "evaluation-example.jsonl"
 
 
 def test_the_command_refuses_unknown_scorers_and_profiles(django_user_model, profile, tmp_path):
