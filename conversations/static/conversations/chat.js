@@ -15,6 +15,7 @@ import { copyText, root, ui } from "./chat/dom.js";
 import { stop } from "./chat/follow.js";
 import { closeDrawer, loadConversations, loadProfiles } from "./chat/sidebar.js";
 import { state } from "./chat/state.js";
+import "./chat/feedback.js";
 import "./chat/search.js";
 
 ui.newForm.addEventListener("submit", (event) => {

@@ -29,6 +29,7 @@ export function buildCard(call, open) {
     {
       className: "llm-tool",
       "data-call-id": call.id,
+      "data-call-pk": call.pk,
       "data-status": status,
       "data-auto-open": auto,
       open: open || held || auto,
