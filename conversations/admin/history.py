@@ -36,6 +36,7 @@ from .display import (
     render_transcript,
 )
 from .family import render_family
+from .feedback import FeedbackTagFilter, FeedbackValueFilter
 from .filters import ErrorCodeFilter, LastRunStatusFilter, RunToolFilter
 
 __all__ = ["ConversationAdmin", "RunAdmin"]
@@ -65,7 +66,14 @@ class ConversationAdmin(ReadOnlyAdmin):
         "last_run",
     )
     list_select_related = ("owner", "profile")
-    list_filter = ("profile", LastRunStatusFilter, "created_at")
+    list_filter = (
+        "profile",
+        LastRunStatusFilter,
+        "kind",
+        FeedbackValueFilter,
+        FeedbackTagFilter,
+        "created_at",
+    )
     search_fields = ("title", f"owner__{get_user_model().USERNAME_FIELD}", "id")
     search_help_text = (
         "Title, owner's user name, conversation id, or words in its messages, tool names, "
@@ -269,6 +277,8 @@ class RunAdmin(ReadOnlyAdmin):
         ErrorCodeFilter,
         "profile",
         RunToolFilter,
+        FeedbackValueFilter,
+        FeedbackTagFilter,
         "started_at",
         ("output_schema", admin.RelatedOnlyFieldListFilter),
     )

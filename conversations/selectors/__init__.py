@@ -20,8 +20,10 @@ from .config import (
     tool_settings,
 )
 from .feedback import (
+    FeedbackRate,
     conversation_feedback,
     feedback_on,
+    feedback_rates,
     owned_message,
     owned_run,
     owned_tool_call,
@@ -61,6 +63,7 @@ from .listings import (
 from .outputs import owned_output_schemas, owned_outputs
 
 __all__ = [
+    "FeedbackRate",
     "ToolSettings",
     "TranscriptTail",
     "active_profiles",
@@ -78,6 +81,7 @@ __all__ = [
     "decidable_approvals",
     "disabled_tool_names",
     "feedback_on",
+    "feedback_rates",
     "get_default_profile",
     "get_history",
     "has_live_run",

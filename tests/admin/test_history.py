@@ -557,8 +557,8 @@ def _queries(client, url) -> int:
 
 
 # Measured on SQLite and PostgreSQL with 100 conversations: session, user, the profile
-# filter's choices, two counts, and the page itself.
-CONVERSATION_CHANGELIST_MAX_QUERIES = 6
+# filter's choices, the feedback-tag filter's choices, two counts, and the page itself.
+CONVERSATION_CHANGELIST_MAX_QUERIES = 7
 
 
 def test_conversation_changelist_queries_are_bounded(
@@ -574,9 +574,9 @@ def test_conversation_changelist_queries_are_bounded(
     assert _queries(admin_client, url) == with_ten
 
 
-# Measured: the run list adds the choices of the error-code, tool and output-schema
-# filters and the date hierarchy; the message list has no related filter.
-OTHER_CHANGELIST_MAX_QUERIES = {Run: 11, ToolCall: 6, Message: 5}
+# Measured: the run list adds the choices of the error-code, tool, feedback-tag and
+# output-schema filters and the date hierarchy; the message list has no related filter.
+OTHER_CHANGELIST_MAX_QUERIES = {Run: 12, ToolCall: 6, Message: 5}
 
 
 def test_other_changelists_have_constant_queries(

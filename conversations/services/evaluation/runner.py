@@ -362,6 +362,9 @@ def evaluate(
             results = list(pool.map(lambda task: _in_thread(plan, *task), tasks))
     slugs = [profile.slug for profile in profiles]
     evaluation.totals = _totals(results, slugs, names)
+    for row in evaluation.totals["examples"]:
+        given = examples[row["index"]].get("input", examples[row["index"]].get("messages"))
+        row["input"] = (given if isinstance(given, str) else json.dumps(given, default=str))[:500]
     evaluation.finished_at = timezone.now()
     evaluation.save(update_fields=["totals", "finished_at"])
     return EvaluationReport(evaluation=evaluation, results=tuple(results))
