@@ -228,3 +228,18 @@ def test_redacting_a_conversation_empties_its_feedback_comments_and_tags(
     assert (row.value, row.comment, row.tags) == (-1, "", [])
     demo_conversation.refresh_from_db()
     assert demo_conversation.redacted_at is not None
+
+
+def test_listing_a_conversations_feedback_costs_the_same_queries_for_one_row_or_many(
+    api, history, demo_conversation, django_assert_max_num_queries
+):
+    url = reverse("conversations:conversation-feedback", args=[demo_conversation.pk])
+    api.put(message_url(demo_conversation, answer(history).position), {"value": 1}, format="json")
+    # Authentication is forced: one query for the conversation, one for the rows.
+    with django_assert_max_num_queries(2):
+        assert len(api.get(url).json()) == 1
+    for call in ToolCall.objects.filter(message__run=history):
+        api.put(call_url(call), {"value": -1}, format="json")
+    api.put(run_url(history), {"value": 1}, format="json")
+    with django_assert_max_num_queries(2):
+        assert len(api.get(url).json()) == 4
