@@ -53,8 +53,8 @@ function thumb(key, value, current) {
       "aria-pressed": String(pressed),
       title: pressed ? `${LABELS[value]} (click again to take it back)` : `${LABELS[value]} answer`,
     },
-    value > 0 ? "\u{1F44D}" : "\u{1F44E}",
-    el("span", { className: "llm-visually-hidden" }, ` ${LABELS[value]}`)
+    // Words, not emoji: they read the same on every system and to a screen reader.
+    LABELS[value]
   );
 }
 
