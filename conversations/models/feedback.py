@@ -206,7 +206,7 @@ class Score(models.Model):
     value_number = models.FloatField(null=True, blank=True)
     value_bool = models.BooleanField(null=True, blank=True)
     value_label = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
-    source = models.CharField(max_length=16, choices=ScoreSource.choices)
+    source = models.CharField(max_length=16, choices=ScoreSource)
     comment = models.TextField(blank=True)
     evaluation = models.ForeignKey(
         Evaluation, on_delete=models.CASCADE, null=True, blank=True, related_name="scores"

@@ -115,7 +115,7 @@ class Conversation(models.Model):
     )
     kind = models.CharField(
         max_length=16,
-        choices=ConversationKind.choices,
+        choices=ConversationKind,
         default=ConversationKind.CHAT,
         help_text="An evaluation's replays are hidden from the user's list and from exports.",
     )
