@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db import connections
 from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
@@ -53,8 +54,10 @@ def _common_tags(limit: int = 50) -> list[tuple[str, str]]:
 
 
 def _tagged(rows: QuerySet[Feedback], tag: str) -> QuerySet[Feedback]:
-    # The list as JSON text holds the tag as a quoted string on both databases
-    # (SQLite has no JSON containment lookup).
+    if connections[rows.db].vendor == "postgresql":
+        return rows.filter(tags__contains=[tag])  # jsonb containment
+    # SQLite has no JSON containment: its JSON text holds the tag as json.dumps
+    # writes it (quoted, non-ASCII as \\u escapes, as SQLite stores it).
     return rows.annotate(tags_text=Cast("tags", TextField())).filter(
         tags_text__contains=json.dumps(tag)
     )

@@ -101,6 +101,17 @@ def test_the_run_list_filters_on_feedback_too(admin_client, rated, query, count)
     assert response.context["cl"].result_count == count
 
 
+def test_a_tag_with_accents_and_quotes_filters_on_both_databases(admin_client, rated, user):
+    good, _bad = rated
+    answer = Message.objects.filter(conversation=good, role="assistant").last()
+    set_feedback(user=user, target=answer, value=1, tags=["zu läng", 'say "hi"'])
+    url = reverse("admin:conversations_conversation_changelist")
+    for tag in ("zu läng", 'say "hi"'):
+        response = admin_client.get(url, {"feedback_tag": tag})
+        assert [c.title for c in response.context["cl"].result_list] == ["good"], tag
+    assert admin_client.get(url, {"feedback_tag": "zu"}).context["cl"].result_count == 0
+
+
 def test_the_feedback_list_filters_on_value_and_tag(admin_client, rated):
     url = reverse("admin:conversations_feedback_changelist")
     assert admin_client.get(url + "?value__exact=-1").context["cl"].result_count == 2
