@@ -33,7 +33,7 @@ def _install_rules(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("conversations", "0021_stream_bounds_estimated_usage"),
+        ("conversations", "0022_provider_tools_and_citations"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
