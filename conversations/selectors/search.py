@@ -100,14 +100,18 @@ def search_messages(
 ) -> QuerySet[Message]:
     """Messages matching every word of ``query``, best first, annotated ``rank`` and ``snippet``.
 
-    ``user`` limits the search to their conversations (``None``: everyone's).
+    ``user`` limits the search to their chats (``None``: every conversation,
+    evaluations included, as the admin sees them); a user's evaluation
+    conversations are hidden from them here as in their list.
     No words in ``query`` match nothing; words past ``SEARCH_MAX_WORDS`` are
     ignored. Only the newest ``SEARCH_MAX_CANDIDATES`` matches are ranked, so
     the cost of ranking does not grow with the history.
     """
     messages = Message.objects.all()
     if user is not None:
-        messages = messages.filter(conversation__owner=user)
+        messages = messages.filter(
+            conversation__owner=user, conversation__kind=Conversation.Kind.CHAT
+        )
     found = _matched(_filtered(messages, filters or SearchFilters()), query)
     # The newest matches by id (indexed), then rank only those: ranking and snippets
     # cost per row, and every row of a common word would otherwise be ranked.

@@ -147,6 +147,15 @@ def test_another_users_messages_are_never_found(api, other_api, talk, other_user
     assert ids == {str(other_users_conversation.pk)}
 
 
+def test_an_evaluation_conversation_is_not_found_by_its_owner(api, talk, user, profile):
+    evaluation = Conversation.objects.create(
+        owner=user, profile=profile, kind=Conversation.Kind.EVALUATION
+    )
+    _stock_talk(evaluation)
+    ids = {r["conversation"]["id"] for r in _found(api, q="quartzite")["results"]}
+    assert ids == {str(talk[0].conversation_id)}
+
+
 def test_filters_by_role_tool_status_model_and_profile(api, talk, user, profile):
     plain = Conversation.objects.create(owner=user, title="No profile")
     append_messages(conversation=plain, messages=[ChatMessage.user("quartzite again")])
