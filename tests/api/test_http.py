@@ -40,13 +40,18 @@ def own_ids(history, demo_conversation) -> dict[str, str]:
 
 
 def test_the_routes_cover_the_whole_api():
-    assert len(ROUTES) == 26
+    assert len(ROUTES) == 32
     assert {p.name for p in ROUTES} >= {
         "conversation-list",
         "conversation-import",
         "docs",
         "output-list",
         "output-schema-list",
+        "message-feedback",
+        "tool-call-feedback",
+        "run-feedback",
+        "run-scores",
+        "dataset-export",
     }
 
 
