@@ -113,6 +113,11 @@ class ConversationsSettings:
     ``CONVERSATIONS_DEMO_STREAM_DELAY``, override it."""
     MCP_SERVER_PROFILE: str | None = None
     """Slug of the profile whose tools ``/mcp/`` serves (``None``: the endpoint answers 404)."""
+    MAX_AGENT_DEPTH: int = 3
+    """Longest chain of sub-agents (``Profile.agents``): a profile may call agents that call
+    agents ... this many levels down, never more, and never itself. Forms and the database
+    refuse a longer chain; the database's rule holds the value in force when the rules were
+    installed (``manage.py migrate``; see docs/agents.md)."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}

@@ -18,6 +18,7 @@ from conversations.models import LanguageModel, Profile, Provider
 from conversations.providers.base import SAMPLING_PARAMETERS, TOOL_CHOICE_KEYWORDS
 from conversations.services.configuration import (
     accepted_sampling_parameters,
+    check_agents,
     offered_provider_tools,
 )
 from conversations.tools import registry
@@ -206,6 +207,7 @@ class ProfileForm(forms.ModelForm):
         fields = (
             "name",
             "slug",
+            "description",
             "language_model",
             "system_prompt",
             "temperature",
@@ -216,6 +218,8 @@ class ProfileForm(forms.ModelForm):
             "provider_tools",
             "approval",
             "stream",
+            "agents",
+            "agent_timeout",
             "is_active",
             "is_default",
         )
@@ -234,6 +238,17 @@ class ProfileForm(forms.ModelForm):
                 warning = temperature_warning(self.instance, always=True)
                 help_text = f"{help_text} {warning}" if warning else help_text
             temperature.help_text = help_text
+
+    def clean_agents(self) -> Any:
+        agents = self.cleaned_data.get("agents")
+        if agents is None:
+            return agents
+        profile = self.instance if self.instance.pk is not None else None
+        try:
+            check_agents(profile=profile, agents=agents)
+        except InvalidArgumentError as exc:
+            raise ValidationError(exc.detail.removeprefix("agents: "), code=exc.code) from None
+        return agents
 
     def clean_allowed_tools(self) -> list[str] | None:
         value = self.cleaned_data.get("allowed_tools")

@@ -179,6 +179,11 @@ class Profile(models.Model):
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
+    description = models.TextField(
+        blank=True,
+        help_text="What this profile does, in a sentence or two: the description of its tool "
+        "agent_<slug> when another profile may call it.",
+    )
     language_model = models.ForeignKey(
         LanguageModel, on_delete=models.PROTECT, related_name="profiles"
     )
@@ -233,6 +238,19 @@ class Profile(models.Model):
         help_text="Stream answers: watchers see the text as it is written (what is stored "
         "is the same either way).",
     )
+    agents = models.ManyToManyField(
+        "self",
+        symmetrical=False,
+        blank=True,
+        related_name="callers",
+        help_text="Profiles this profile may hand a task to: each is offered to the model as "
+        "the tool agent_<slug>. No cycle, and no chain deeper than MAX_AGENT_DEPTH.",
+    )
+    agent_timeout = models.FloatField(
+        default=300.0,
+        help_text="Seconds a run of this profile may take when another profile calls it as "
+        "an agent; a longer one is cancelled and the caller's call answered timed out.",
+    )
     is_active = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -241,6 +259,10 @@ class Profile(models.Model):
     class Meta:
         ordering = ["slug"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(agent_timeout__gt=0),
+                name="conversations_profile_agent_timeout_positive",
+            ),
             models.UniqueConstraint(
                 fields=["is_default"],
                 condition=Q(is_default=True),

@@ -132,6 +132,15 @@ class Conversation(models.Model):
         blank=True,
         help_text="When its contents were replaced by the redaction marker (never exported).",
     )
+    parent_tool_call = models.ForeignKey(
+        "ToolCall",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="agent_conversations",
+        help_text="The agent call of another conversation this one answers (a sub-agent's "
+        "conversation, kept out of its owner's list); empty for a conversation of its own.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -403,6 +412,23 @@ class Run(models.Model):
         blank=True,
         decoder=DeepJSONDecoder,
         help_text="The final answer, parsed and validated against the output schema.",
+    )
+    parent_run = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="children",
+        help_text="The run whose agent call started this one (a sub-agent's run).",
+    )
+    root_run = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="descendants",
+        help_text="The first run of the chain of agent calls this run belongs to; empty for "
+        "a run no agent call started.",
     )
 
     class Meta:

@@ -36,6 +36,15 @@ class ModelCall(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="model_calls"
     )
+    root_run = models.ForeignKey(
+        Run,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="tree_model_calls",
+        help_text="The first run of the chain of agent calls the call was made in (its own "
+        "run when no agent call started it): a run's total is the sum of the rows under it.",
+    )
     conversation = models.ForeignKey(
         Conversation,
         on_delete=models.SET_NULL,

@@ -98,10 +98,11 @@ def chat(request: HttpRequest, conversation_id: UUID | None = None) -> HttpRespo
             # Another user's conversation is indistinguishable from a missing one.
             raise Http404("No such conversation.")
     context = {
-        # Branches are reached through the version switches, as in the API's list.
+        # Branches are reached through the version switches, as in the API's list,
+        # and a sub-agent's conversation through the card of the call it answers.
         # An evaluation's replays are the evaluator's, not chats to go back to.
         "conversations": conversations.filter(
-            forked_from__isnull=True, kind=Conversation.Kind.CHAT
+            forked_from__isnull=True, kind=Conversation.Kind.CHAT, parent_tool_call__isnull=True
         ).order_by("-updated_at")[:RECENT_CONVERSATIONS],
         "current": current,
         "api_root": api_root(),

@@ -52,7 +52,7 @@ def defined() -> dict[str, str]:
     """The same for the definitions of the connection's dialect."""
     if connection.vendor == "sqlite":
         return {
-            f"trigger {rule.name}": rules.normalised(rule.create[0])
+            f"trigger {rule.name}": rules.normalised(rules.rendered(rule.create[0]))
             for rule in rules.rules("sqlite")
         }
     with transaction.atomic(), connection.cursor() as cursor:

@@ -27,9 +27,16 @@ RULE_TRIGGERS = {
     "conversations_toolcall_immutable",
     "conversations_toolcall_no_orphans",
 }
-POSTGRES_TRIGGERS = RULE_TRIGGERS | set(POSTGRES_SEARCH_TRIGGERS)
-SQLITE_TRIGGERS = RULE_TRIGGERS - {"conversations_message_answer_kept"} | set(
-    SQLITE_SEARCH_TRIGGERS
+AGENT_TRIGGERS = {
+    "conversations_profile_agents_acyclic",
+    "conversations_profile_agents_depth",
+    "conversations_profile_agents_immutable",
+}
+POSTGRES_TRIGGERS = RULE_TRIGGERS | AGENT_TRIGGERS | set(POSTGRES_SEARCH_TRIGGERS)
+SQLITE_TRIGGERS = (
+    RULE_TRIGGERS - {"conversations_message_answer_kept"}
+    | AGENT_TRIGGERS
+    | set(SQLITE_SEARCH_TRIGGERS)
 )
 
 
@@ -68,7 +75,9 @@ def test_every_trigger_is_installed(db):
     # On SQLite a later migration that rebuilds a table drops its triggers: this notices.
     assert installed_triggers() == expected_triggers()
     if connection.vendor == "postgresql":
-        assert installed_functions() == RULE_TRIGGERS | set(POSTGRES_SEARCH_FUNCTIONS)
+        assert installed_functions() == (
+            RULE_TRIGGERS | AGENT_TRIGGERS | set(POSTGRES_SEARCH_FUNCTIONS)
+        )
 
 
 @pytest.mark.django_db(transaction=True)

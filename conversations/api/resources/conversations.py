@@ -73,8 +73,11 @@ class ConversationListView(ConversationQueries):
     )
     def get(self, request: Request) -> Response:
         query = self.query(ConversationListQuerySerializer)
-        # An evaluation's replays are reached by id (and in the admin), never listed.
-        conversations = self.annotated().filter(kind=Conversation.Kind.CHAT)
+        # An evaluation's replays are reached by id (and in the admin), never listed,
+        # nor is a sub-agent's conversation: it is reached from the call it answers.
+        conversations = self.annotated().filter(
+            kind=Conversation.Kind.CHAT, parent_tool_call__isnull=True
+        )
         if query.get("q"):
             conversations = conversations.filter(title__icontains=query["q"])
         if query["branches"] == "roots":

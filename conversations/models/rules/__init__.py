@@ -22,17 +22,22 @@ from dataclasses import dataclass
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 __all__ = [
+    "AGENT_DEPTH_MARK",
     "SEARCH_CONFIG_MARK",
     "Rule",
     "digest",
     "drop_rules",
     "install_rules",
     "normalised",
+    "rendered",
     "rules",
 ]
 
 SEARCH_CONFIG_MARK = "{search_config}"
 """Stands for the text search configuration in the PostgreSQL SQL until it is installed."""
+
+AGENT_DEPTH_MARK = "{max_agent_depth}"
+"""Stands for ``CONVERSATIONS["MAX_AGENT_DEPTH"]`` (an integer) until a rule is installed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,27 +69,50 @@ def install_rules(
 
     ``search_config`` is the PostgreSQL text search configuration the search
     document is computed with (``CONVERSATIONS["SEARCH_CONFIG"]``, checked by
-    the caller); SQLite has none.
+    the caller); SQLite has none. The deepest chain of agents is
+    ``CONVERSATIONS["MAX_AGENT_DEPTH"]`` as it is now. A rule whose table
+    does not exist yet (an earlier migration installing today's rules) is
+    left out: the migration that creates the table installs it.
     """
-    chosen = _chosen(connection.vendor, names)
+    tables = set(connection.introspection.table_names())
+    chosen = tuple(
+        rule for rule in _chosen(connection.vendor, names) if not rule.table or rule.table in tables
+    )
     mark = f"'{SEARCH_CONFIG_MARK}'"
     if not search_config and any(mark in sql for rule in chosen for sql in rule.create):
         raise ValueError("search_config: the search document needs a text search configuration")
     drop_rules(connection, names=[rule.name for rule in chosen])
-    literal = "'" + search_config.replace("'", "''") + "'"
     with connection.cursor() as cursor:
         for rule in chosen:
             for sql in rule.create:
-                cursor.execute(sql.replace(mark, literal))
+                cursor.execute(rendered(sql, search_config=search_config))
+
+
+def rendered(sql: str, *, search_config: str = "") -> str:
+    """``sql`` as it is installed: the marks replaced by the configuration's values.
+
+    Raises :class:`ValueError` naming ``MAX_AGENT_DEPTH`` when that setting is
+    not a positive integer.
+    """
+    if AGENT_DEPTH_MARK in sql:
+        from conversations.conf import app_settings
+
+        depth = app_settings().MAX_AGENT_DEPTH
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"MAX_AGENT_DEPTH: must be a positive integer, got {depth!r}")
+        sql = sql.replace(AGENT_DEPTH_MARK, str(depth))
+    literal = "'" + search_config.replace("'", "''") + "'"
+    return sql.replace(f"'{SEARCH_CONFIG_MARK}'", literal)
 
 
 def drop_rules(connection: BaseDatabaseWrapper, *, names: Iterable[str] | None = None) -> None:
     """Drop the rules (all, or those ``names``) from ``connection`` if they exist."""
+    tables = set(connection.introspection.table_names())
     chosen = _chosen(connection.vendor, names)
     with connection.cursor() as cursor:
         # Every trigger before any function: a function cannot go while a trigger runs it.
         for rule in chosen:
-            if connection.vendor == "postgresql" and rule.table:
+            if connection.vendor == "postgresql" and rule.table in tables:
                 cursor.execute(f"DROP TRIGGER IF EXISTS {rule.name} ON {rule.table}")
             elif connection.vendor == "sqlite":
                 cursor.execute(f"DROP TRIGGER IF EXISTS {rule.name}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import SEARCH_CONFIG_MARK, Rule
+from . import AGENT_DEPTH_MARK, SEARCH_CONFIG_MARK, Rule
 
 CONFIG = f"'{SEARCH_CONFIG_MARK}'::regconfig"
 
@@ -313,6 +313,98 @@ EXECUTE FUNCTION conversations_toolapproval_decision_final();""",
     ),
 )
 
+# Agents ------------------------------------------------------------------------------------
+# conversations_profile_agents is Profile.agents: (from_profile_id) may call (to_profile_id).
+# The graph is kept acyclic and no chain longer than MAX_AGENT_DEPTH: each new edge is
+# checked against the edges already there (row by row: the rows an INSERT added before it
+# are visible), under a lock that makes concurrent edits of the graph take turns. Edges
+# never change (Django adds and deletes them): the checks stay true.
+
+_AGENT_EDGES = "conversations_profile_agents"
+
+PROFILE_AGENTS_ACYCLIC = Rule(
+    "conversations_profile_agents_acyclic",
+    _AGENT_EDGES,
+    (
+        _function(
+            "conversations_profile_agents_acyclic",
+            f"""
+    LOCK TABLE {_AGENT_EDGES} IN SHARE ROW EXCLUSIVE MODE;
+    IF NEW.from_profile_id = NEW.to_profile_id OR EXISTS (
+        WITH RECURSIVE reached(id) AS (
+            SELECT NEW.to_profile_id
+            UNION
+            SELECT e.to_profile_id FROM {_AGENT_EDGES} e JOIN reached r ON e.from_profile_id = r.id
+        )
+        SELECT 1 FROM reached WHERE id = NEW.from_profile_id) THEN
+        {
+                _refusal(
+                    "conversations_profile_agents_acyclic",
+                    "profile % would reach itself through its agents",
+                    "NEW.from_profile_id",
+                )
+            }
+    END IF;
+    RETURN NEW;""",
+        ),
+        f"""
+CREATE TRIGGER conversations_profile_agents_acyclic
+BEFORE INSERT ON {_AGENT_EDGES} FOR EACH ROW
+EXECUTE FUNCTION conversations_profile_agents_acyclic();""",
+    ),
+)
+
+# Triggers fire in the order of their names: the edge is known to close no cycle here.
+PROFILE_AGENTS_DEPTH = Rule(
+    "conversations_profile_agents_depth",
+    _AGENT_EDGES,
+    (
+        _function(
+            "conversations_profile_agents_depth",
+            f"""
+    WITH RECURSIVE up(id, depth) AS (
+        SELECT NEW.from_profile_id, 0
+        UNION ALL
+        SELECT e.from_profile_id, u.depth + 1 FROM {
+                _AGENT_EDGES
+            } e JOIN up u ON e.to_profile_id = u.id
+    )
+    SELECT max(depth) INTO above FROM up;
+    WITH RECURSIVE down(id, depth) AS (
+        SELECT NEW.to_profile_id, 0
+        UNION ALL
+        SELECT e.to_profile_id, d.depth + 1 FROM {
+                _AGENT_EDGES
+            } e JOIN down d ON e.from_profile_id = d.id
+    )
+    SELECT max(depth) INTO below FROM down;
+    IF above + 1 + below > {AGENT_DEPTH_MARK} THEN
+        {
+                _refusal(
+                    "conversations_profile_agents_depth",
+                    f"a chain of % agents is longer than MAX_AGENT_DEPTH ({AGENT_DEPTH_MARK})",
+                    "above + 1 + below",
+                )
+            }
+    END IF;
+    RETURN NEW;""",
+            declare="    above integer;\n    below integer;",
+        ),
+        f"""
+CREATE TRIGGER conversations_profile_agents_depth
+BEFORE INSERT ON {_AGENT_EDGES} FOR EACH ROW
+EXECUTE FUNCTION conversations_profile_agents_depth();""",
+    ),
+)
+
+PROFILE_AGENTS_IMMUTABLE = _immutable(
+    "conversations_profile_agents_immutable",
+    _AGENT_EDGES,
+    ("from_profile_id", "to_profile_id"),
+    "the edges of the agent graph cannot change (edge %)",
+    "OLD.id",
+)
+
 # The search index --------------------------------------------------------------------------
 # conversations_message.search_vector (a tsvector no model declares) holds what a
 # message is found by: its content, the name of the call it answers, and the
@@ -421,6 +513,9 @@ RULES: Final = (
     MESSAGE_ANSWER_KEPT,
     TOOLCALL_APPROVAL_REQUIRED,
     TOOLAPPROVAL_DECISION_FINAL,
+    PROFILE_AGENTS_ACYCLIC,
+    PROFILE_AGENTS_DEPTH,
+    PROFILE_AGENTS_IMMUTABLE,
     SEARCH_DOCUMENT,
     MESSAGE_SEARCH,
     TOOLCALL_SEARCH,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import Rule
+from . import AGENT_DEPTH_MARK, Rule
 
 
 def _refusal(name: str, timing: str, table: str, when: str, message: str) -> Rule:
@@ -152,6 +152,53 @@ TOOLAPPROVAL_DECISION_FINAL = _refusal(
     "a decided approval cannot change",
 )
 
+# Agents ------------------------------------------------------------------------------------
+# conversations_profile_agents is Profile.agents: (from_profile_id) may call (to_profile_id).
+# No edge may close a cycle or make a chain longer than MAX_AGENT_DEPTH; edges never change.
+
+_AGENT_EDGES = "conversations_profile_agents"
+_AGENT_CYCLE = f"""(NEW.from_profile_id = NEW.to_profile_id OR EXISTS (
+         WITH RECURSIVE reached(id) AS (
+             SELECT NEW.to_profile_id
+             UNION
+             SELECT e.to_profile_id FROM {_AGENT_EDGES} e JOIN reached r ON e.from_profile_id = r.id)
+         SELECT 1 FROM reached WHERE id = NEW.from_profile_id))"""
+
+PROFILE_AGENTS_ACYCLIC = _refusal(
+    "conversations_profile_agents_acyclic",
+    "BEFORE INSERT",
+    _AGENT_EDGES,
+    _AGENT_CYCLE,
+    "a profile cannot reach itself through its agents",
+)
+
+PROFILE_AGENTS_DEPTH = _refusal(
+    "conversations_profile_agents_depth",
+    "BEFORE INSERT",
+    _AGENT_EDGES,
+    f"""NOT {_AGENT_CYCLE}
+     AND (WITH RECURSIVE up(id, depth) AS (
+              SELECT NEW.from_profile_id, 0
+              UNION ALL
+              SELECT e.from_profile_id, u.depth + 1 FROM {_AGENT_EDGES} e JOIN up u ON e.to_profile_id = u.id)
+          SELECT max(depth) FROM up)
+       + 1
+       + (WITH RECURSIVE down(id, depth) AS (
+              SELECT NEW.to_profile_id, 0
+              UNION ALL
+              SELECT e.to_profile_id, d.depth + 1 FROM {_AGENT_EDGES} e JOIN down d ON e.from_profile_id = d.id)
+          SELECT max(depth) FROM down) > {AGENT_DEPTH_MARK}""",
+    f"a chain of agents cannot be longer than MAX_AGENT_DEPTH ({AGENT_DEPTH_MARK})",
+)
+
+PROFILE_AGENTS_IMMUTABLE = _refusal(
+    "conversations_profile_agents_immutable",
+    "BEFORE UPDATE",
+    _AGENT_EDGES,
+    "NEW.from_profile_id IS NOT OLD.from_profile_id OR NEW.to_profile_id IS NOT OLD.to_profile_id",
+    "the edges of the agent graph cannot change",
+)
+
 # The search index --------------------------------------------------------------------------
 # conversations_message_fts (FTS5, rowid = the message's id) holds what a message
 # is found by: its content, the name of the call it answers, then the name and the
@@ -236,6 +283,9 @@ RULES: Final = (
     MESSAGE_IMMUTABLE,
     TOOLCALL_APPROVAL_REQUIRED,
     TOOLAPPROVAL_DECISION_FINAL,
+    PROFILE_AGENTS_ACYCLIC,
+    PROFILE_AGENTS_DEPTH,
+    PROFILE_AGENTS_IMMUTABLE,
     MESSAGE_SEARCH_INSERT,
     MESSAGE_SEARCH_UPDATE,
     MESSAGE_SEARCH_DELETE,

@@ -22,6 +22,7 @@ from conversations.tools import Tool
 
 from ..configuration.providers import completion_options
 from ..usage.prices import Prices
+from .agents import RunChild, agent_tools
 from .approvals import approval_levels
 from .live import LiveRun
 from .runs import CancelWatch
@@ -43,13 +44,21 @@ class RequestSetup:
     """Who must approve the calls of each tool that needs approval (``owner``/``staff``)."""
 
 
-def request_setup(*, profile: Profile | None, settings: ToolSettings | None = None) -> RequestSetup:
+def request_setup(
+    *,
+    profile: Profile | None,
+    settings: ToolSettings | None = None,
+    run_child: RunChild | None = None,
+) -> RequestSetup:
     """Tools and options of a request for ``profile``: the loop and the dry-run export share it.
 
     ``settings``: the tool settings as the caller has just read them (else one query reads them).
+    The profile's agents are offered as ``agent_<slug>`` tools (whatever ``allowed_tools``
+    says: they are chosen one by one already), run by ``run_child`` (``None``: a dry run).
     """
     settings = settings if settings is not None else tool_settings()
     tools = available_tools(allowed=profile.allowed_tools if profile else None, settings=settings)
+    tools.update(agent_tools(profile, run_child=run_child))
     specs = [tool.spec for tool in tools.values()]
     options = completion_options(profile, tools_offered=bool(specs))
     levels = approval_levels(profile=profile, tools=tools.values(), settings=settings)

@@ -151,6 +151,7 @@ def begin_turn(
     max_iterations: int | None,
     claim: bool,
     output_schema: OutputSchema | None = None,
+    parent_run: Run | None = None,
 ) -> StartedTurn:
     """:func:`start_run` with ``profile`` already resolved; ``claim=True``: this process executes it.
 
@@ -161,7 +162,8 @@ def begin_turn(
     The busy state is read only when the insert is refused by the rule of one
     busy run per conversation: then stale runs are recovered and the insert is
     tried once more, else :class:`ApprovalPending` or :class:`ConversationBusy`
-    is raised. Nothing is stored when anything fails.
+    is raised. Nothing is stored when anything fails. ``parent_run``: the run
+    whose agent call starts this one (see ``agents``).
     """
     cap = max_iterations or (profile.max_iterations if profile else app_settings().MAX_ITERATIONS)
     provider_name = (
@@ -178,6 +180,8 @@ def begin_turn(
         "model": profile.language_model.model_id if profile else "",
         "output_schema": output_schema or getattr(profile, "output_schema", None),
     }
+    if parent_run is not None:
+        fields.update(parent_run=parent_run, root_run_id=parent_run.root_run_id or parent_run.pk)
 
     message = None if content is None else ChatMessage.user(content)  # checked before any write
 

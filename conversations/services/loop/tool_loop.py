@@ -160,7 +160,8 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
                 raise ConfigurationError("the run has no profile, so a provider must be given")
             provider = build_provider(profile)
         settings = started.tool_settings if started is not None else None
-        request = with_output(request_setup(profile=profile, settings=settings), output_spec(run))
+        setup = request_setup(profile=profile, settings=settings, run_child=_run_child)
+        request = with_output(setup, output_spec(run))
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
@@ -184,6 +185,28 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
         live.changed()
         if built:
             close_provider(provider)
+
+
+def _run_child(
+    *, conversation: Conversation, content: str, profile: Profile, parent_run: Run
+) -> Run:
+    """An agent call's child run, driven to its end in this thread (see ``agents``)."""
+    schema = output_schema_for(schema=None, profile=profile)
+    provider = build_provider(profile)
+    try:
+        started = begin_turn(
+            conversation=conversation,
+            content=content,
+            profile=profile,
+            provider=provider,
+            max_iterations=None,
+            claim=True,
+            output_schema=schema,
+            parent_run=parent_run,
+        )
+        return _execute(started.run, provider, started)
+    finally:
+        close_provider(provider)
 
 
 # The rounds ----------------------------------------------------------------------------

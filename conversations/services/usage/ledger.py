@@ -126,6 +126,7 @@ def record_model_call(
         )
         call = ModelCall.objects.create(
             run=run,
+            root_run_id=run.root_run_id or run.pk,
             conversation_id=run.conversation_id,
             user_id=user_id,
             profile=profile,

@@ -1,0 +1,132 @@
+"""Sub-agents: a profile's agents offered as tools, each call a child run of its own conversation.
+
+A profile's ``agents`` are offered to its model as the tools ``agent_<slug>``
+taking ``{"task": ..., "context": ...}``. Calling one creates a conversation
+of the same owner linked to the call (``Conversation.parent_tool_call``), and
+runs the agent's profile in it with the task as the user message, as a run
+linked to the caller's (``Run.parent_run``, ``Run.root_run``). It runs in the
+tool runner's worker like any tool, so two agent calls of one turn run side
+by side, each within the agent's ``agent_timeout``. The child's final answer
+(its output as JSON when it has an output schema) is the call's result; a
+child that did not complete answers the call with an error text naming why.
+
+The loop hands in the function that runs the child (``RunChild``): this
+module cannot import the loop, which builds its tools from here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from conversations.exceptions import ConversationsError
+from conversations.models import TITLE_MAX_LENGTH, Conversation, Profile, Run
+from conversations.models import ToolCall as ToolCallRow
+from conversations.tools import Tool, ToolContext, ToolError
+
+from ..configuration.agents import agent_tool_name
+
+__all__ = ["AGENT_PARAMETERS", "RunChild", "agent_answer", "agent_tools", "child_message"]
+
+logger = logging.getLogger("conversations.agents")
+
+AGENT_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task": {"type": "string", "description": "What the agent is asked to do."},
+        "context": {
+            "type": "string",
+            "description": "What the agent needs to know for it, if anything.",
+        },
+    },
+    "required": ["task"],
+    "additionalProperties": False,
+}
+"""The arguments of every agent tool."""
+
+_STOPPED = {
+    Run.Status.BUDGET_EXHAUSTED: "the agent was stopped by a budget",
+    Run.Status.CANCELLED: "the agent was cancelled",
+    Run.Status.INTERRUPTED: "the agent was interrupted",
+    Run.Status.AWAITING_APPROVAL: "the agent is waiting for an approval",
+}
+
+
+class RunChild(Protocol):
+    """Runs a child to its end: the loop's ``run_tool_loop`` with a parent run."""
+
+    def __call__(
+        self, *, conversation: Conversation, content: str, profile: Profile, parent_run: Run
+    ) -> Run: ...
+
+
+def agent_tools(profile: Profile | None, *, run_child: RunChild | None) -> dict[str, Tool]:
+    """The tools that hand a task to each active agent of ``profile``, by name (one query).
+
+    ``run_child`` runs a child; ``None`` builds the tools for their specs only
+    (a dry run): calling one then answers with an error.
+    """
+    if profile is None or profile.pk is None:
+        return {}
+    tools = {}
+    for agent in profile.agents.filter(is_active=True).select_related("language_model"):
+        name = agent_tool_name(agent.slug)
+        tools[name] = Tool(
+            name=name,
+            description=agent.description or f"Hand a task to the agent {agent.name}.",
+            parameters=AGENT_PARAMETERS,
+            func=_hand_over(agent, run_child),
+            timeout=agent.agent_timeout,
+        )
+    return tools
+
+
+def child_message(task: str, context: str = "") -> str:
+    """The user message a child run starts with."""
+    return f"{task}\n\nContext:\n{context}" if context.strip() else task
+
+
+def agent_answer(run: Run) -> str:
+    """The result of the call a child ``run`` answers; raises :class:`ToolError` if it did not complete."""
+    if run.status in (Run.Status.COMPLETED, Run.Status.MAX_ITERATIONS):
+        if run.output_schema_id is not None and run.status == Run.Status.COMPLETED:
+            return json.dumps(run.output, ensure_ascii=False)
+        return run.final_content
+    reason = _STOPPED.get(run.status)
+    if reason is None:
+        # A failure's code is stable and says what went wrong; its detail stays with admins.
+        reason = f"the agent failed ({run.error_code or 'error'})"
+    raise ToolError(reason)
+
+
+def _hand_over(agent: Profile, run_child: RunChild | None) -> Callable[..., str]:
+    def hand_over(task: str, call: ToolContext, context: str = "") -> str:
+        if run_child is None or call.run_id is None:
+            raise ToolError("an agent can only be called by a run")
+        row = ToolCallRow.objects.select_related("conversation").get(
+            conversation_id=call.conversation_id, call_id=call.call_id
+        )
+        parent = Run.objects.get(pk=call.run_id)
+        child = Conversation.objects.create(
+            owner_id=row.conversation.owner_id,
+            profile=agent,
+            parent_tool_call=row,
+            title=task.strip()[:TITLE_MAX_LENGTH],
+        )
+        try:
+            run = run_child(
+                conversation=child,
+                content=child_message(task, context),
+                profile=agent,
+                parent_run=parent,
+            )
+        except ConversationsError as exc:
+            logger.info("agent %s could not start for call %s: %s", agent.slug, row.call_id, exc)
+            raise ToolError(f"the agent could not start ({exc.code})") from None
+        return agent_answer(run)
+
+    hand_over.__name__ = agent_tool_name(agent.slug)
+    hand_over.__qualname__ = f"agent:{agent.slug}"
+    return hand_over
