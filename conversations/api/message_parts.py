@@ -57,7 +57,17 @@ class ToolCallSerializer(serializers.Serializer[Any]):
     )
     status = NamedChoiceField(choices=ToolCallStatus.choices, component_name="ToolCallStatus")
     duration_ms = serializers.SerializerMethodField()
+    agent_conversation = serializers.SerializerMethodField(
+        help_text="On an agent call (`agent_<slug>`): the conversation the agent worked in "
+        "(`GET /conversations/{id}/`); null otherwise."
+    )
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_duration_ms(self, obj: Any) -> int | None:
         return timing.duration_ms(obj.started_at, obj.finished_at)
+
+    @extend_schema_field(serializers.UUIDField(allow_null=True))
+    def get_agent_conversation(self, obj: Any) -> str | None:
+        # Annotated by the selectors that load calls for the API.
+        found = getattr(obj, "agent_conversation_id", None)
+        return None if found is None else str(found)

@@ -8,12 +8,15 @@ from typing import Any
 from django.db.models import (
     Case,
     Count,
+    DecimalField,
     Exists,
     IntegerField,
     OuterRef,
     Prefetch,
+    Q,
     QuerySet,
     Subquery,
+    Sum,
     TextField,
     Value,
     When,
@@ -35,6 +38,7 @@ __all__ = [
     "conversation_transcript",
     "conversations_with_summary",
     "count_of",
+    "descendant_runs",
     "has_live_run",
     "has_running_run",
     "last_run_status",
@@ -114,11 +118,17 @@ _PROVIDER_ACTIVITY = (
 )
 
 
+def _calls() -> QuerySet[ToolCall]:
+    """A message's calls in order, each with the conversation of the agent it ran, if any."""
+    agent = Conversation.objects.filter(parent_tool_call=OuterRef("pk")).values("pk")[:1]
+    return ToolCall.objects.order_by("index").annotate(agent_conversation_id=Subquery(agent))
+
+
 def with_tool_calls(*, messages: QuerySet[Message]) -> QuerySet[Message]:
     """Messages with the call each answers, the calls each makes, their model call's cost, and
     the tools the provider ran and the sources it cited for each."""
     return messages.select_related("tool_call", "model_call").prefetch_related(
-        Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")), *_PROVIDER_ACTIVITY
+        Prefetch("tool_calls", queryset=_calls()), *_PROVIDER_ACTIVITY
     )
 
 
@@ -137,19 +147,47 @@ def run_messages(*, run: Run) -> list[Message]:
     return list(with_tool_calls(messages=Message.objects.filter(run=run)).order_by("position"))
 
 
+def descendant_runs(*, run: Any) -> QuerySet[Run]:
+    """The runs agent calls of ``run`` (a run or an ``OuterRef``) started, at any depth."""
+    below = Q()
+    path = "parent_run"
+    for _ in range(max(app_settings().MAX_AGENT_DEPTH, 1)):
+        below |= Q(**{path: run})
+        path += "__parent_run"
+    return Run.objects.filter(below)
+
+
 def runs_with_calls(*, runs: QuerySet[Run]) -> QuerySet[Run]:
-    """Runs with their profile, and their assistant messages with calls (``assistant_messages``)."""
+    """Runs with their profile, their assistant messages with calls (``assistant_messages``),
+    the runs their agent calls started (``child_runs``) and the cost of all the runs below
+    them (``descendants_cost``: null when none had a price)."""
     assistant = (
         Message.objects.filter(role=Message.Role.ASSISTANT)
         .only("id", "run_id", "position")
         .order_by("position")
-        .prefetch_related(Prefetch("tool_calls", queryset=ToolCall.objects.order_by("index")))
+        .prefetch_related(Prefetch("tool_calls", queryset=_calls()))
     )
+    below = (
+        descendant_runs(run=OuterRef("pk"))
+        .order_by()
+        .values(one=Value(1))
+        .annotate(total=Sum("cost"))
+        .values("total")
+    )
+    children = Run.objects.select_related("profile").order_by("started_at", "id")
     # The output schema's digest only: its JSON can be large and is served on its own.
     return (
         runs.select_related("profile", "output_schema")
         .defer("output_schema__schema")
-        .prefetch_related(Prefetch("messages", queryset=assistant, to_attr="assistant_messages"))
+        .annotate(
+            descendants_cost=Subquery(
+                below, output_field=DecimalField(max_digits=18, decimal_places=9)
+            )
+        )
+        .prefetch_related(
+            Prefetch("messages", queryset=assistant, to_attr="assistant_messages"),
+            Prefetch("children", queryset=children, to_attr="child_runs"),
+        )
     )
 
 

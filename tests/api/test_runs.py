@@ -88,7 +88,8 @@ def test_runs_page_with_a_cursor(api, demo_conversation):
 def test_run_list_queries_do_not_grow(api, demo_conversation, count, django_assert_max_num_queries):
     for index in range(count):
         scripted_turn(demo_conversation, content=f"turn {index}")
-    with django_assert_max_num_queries(4):
+    # Constant whatever the number of runs (one of the queries reads their child runs).
+    with django_assert_max_num_queries(5):
         response = api.get(runs_url(demo_conversation), {"page_size": 100})
     runs = response.json()["results"]
     assert len(runs) == count and all(len(r["tool_calls"]) == 2 for r in runs)

@@ -1,0 +1,290 @@
+"""Sub-agents: a parent's agent calls run as child runs of their own conversations.
+
+The parent is played by a scripted provider; each child profile talks to a
+fake provider of its own over HTTP (``tests.fake_provider``), so the child's
+loop is the real one, adapter included. That the children of one turn run at
+the same time is shown by a tool each of them calls that waits for the other
+to be inside it too (a barrier), never by how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from decimal import Decimal
+
+import pytest
+from django.db.models import Sum
+
+from conversations.domain import Role, ToolCall, Usage
+from conversations.models import (
+    Conversation,
+    LanguageModel,
+    ModelCall,
+    Profile,
+    Provider,
+    Run,
+)
+from conversations.models import ToolCall as ToolCallRow
+from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
+from conversations.selectors import get_history
+from conversations.services import run_tool_loop
+from conversations.services.loop.agents import AGENT_PARAMETERS
+from conversations.services.loop.rounds import request_setup
+from conversations.tools import registry, tool
+from tests.fake_provider import FakeAnswer, FakeProviderServer, openai_body, openai_call
+from tests.providers.replay import assert_every_adapter_accepts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WAIT = 10.0
+"""Longest a child's tool waits for the other child's (never reached when they overlap)."""
+
+PRICE = Decimal("1.000000")
+"""Per million tokens, in and out, for every model here: each call of 3 + 2 tokens costs 5e-6."""
+
+
+def priced_model(provider: Provider, model_id: str) -> LanguageModel:
+    return LanguageModel.objects.create(
+        provider=provider,
+        model_id=model_id,
+        input_price_per_million=PRICE,
+        output_price_per_million=PRICE,
+    )
+
+
+def agent_profile(slug: str, server: FakeProviderServer, **fields) -> Profile:
+    """A profile whose model is the fake provider ``server`` (answers whole, not streamed)."""
+    record = Provider.objects.create(
+        slug=f"fake-{slug}",
+        name=f"Fake {slug}",
+        adapter=Provider.Adapter.OPENAI_COMPATIBLE,
+        base_url=server.base_url,
+        api_key_ref="env:AGENTS_TEST_KEY",
+    )
+    return Profile.objects.create(
+        slug=slug,
+        name=slug.title(),
+        description=f"The {slug} agent.",
+        language_model=priced_model(record, f"{slug}-model"),
+        stream=False,
+        **fields,
+    )
+
+
+def calls_tool(call_id: str, name: str, **arguments) -> FakeAnswer:
+    return FakeAnswer.json(
+        openai_body(None, tool_calls=[openai_call(call_id, name, json.dumps(arguments))])
+    )
+
+
+def answers(text: str) -> FakeAnswer:
+    return FakeAnswer.json(openai_body(text))
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch):
+    monkeypatch.setenv("AGENTS_TEST_KEY", "sk-test")
+
+
+@pytest.fixture
+def parent(language_model):
+    language_model.input_price_per_million = PRICE
+    language_model.output_price_per_million = PRICE
+    language_model.save()
+    return Profile.objects.create(
+        slug="lead", name="Lead", language_model=language_model, max_iterations=4
+    )
+
+
+@pytest.fixture
+def meeting():
+    """A tool both children call: it returns only once both are inside it."""
+    barrier = threading.Barrier(2, timeout=WAIT)
+    inside: list[str] = []
+    with registry.isolated(empty=True) as r:
+
+        @tool(registry=r)
+        def meet(who: str) -> str:
+            """Wait for the other agent."""
+            inside.append(who)
+            barrier.wait()
+            return f"{who} met the other"
+
+        yield inside
+
+
+USAGE = Usage(prompt_tokens=3, completion_tokens=2, total_tokens=5)
+"""What every model call here reports (the fake provider's default too)."""
+
+
+def agent_calls(*pairs):
+    return scripted_calls(
+        *(
+            ToolCall(id=f"c_{slug}", name=f"agent_{slug}", arguments={"task": task})
+            for slug, task in pairs
+        ),
+        usage=USAGE,
+    )
+
+
+def test_an_agent_is_offered_as_a_tool_named_after_it(parent):
+    with FakeProviderServer() as server:
+        child = agent_profile("researcher", server)
+    parent.agents.add(child)
+
+    setup = request_setup(profile=parent)
+
+    spec = next(spec for spec in setup.specs if spec.name == "agent_researcher")
+    assert spec.description == "The researcher agent."
+    assert spec.parameters == AGENT_PARAMETERS
+
+
+def test_two_agents_of_one_turn_run_at_once_and_answer_the_parents_calls(user, parent, meeting):
+    with (
+        FakeProviderServer(calls_tool("m_a", "meet", who="alpha"), answers("alpha done")) as a,
+        FakeProviderServer(calls_tool("m_b", "meet", who="beta"), answers("beta done")) as b,
+    ):
+        parent.agents.add(agent_profile("alpha", a), agent_profile("beta", b))
+        conversation = Conversation.objects.create(owner=user, profile=parent)
+        provider = ScriptedProvider(
+            [
+                agent_calls(("alpha", "Find A."), ("beta", "Find B.")),
+                scripted_text("Both done.", usage=USAGE),
+            ]
+        )
+        run = run_tool_loop(conversation=conversation, content="Go", provider=provider)
+
+    assert run.status == Run.Status.COMPLETED and run.final_content == "Both done."
+    assert sorted(meeting) == ["alpha", "beta"]  # the barrier let both through: they overlapped
+    # The children's answers are the parent's results, in the order of the calls.
+    tool_messages = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
+    assert [(m.tool_call_id, m.content, m.is_error) for m in tool_messages] == [
+        ("c_alpha", "alpha done", False),
+        ("c_beta", "beta done", False),
+    ]
+    # Each child is a conversation of the same owner, linked to the call it answers.
+    for slug, task in (("alpha", "Find A."), ("beta", "Find B.")):
+        call = ToolCallRow.objects.get(conversation=conversation, call_id=f"c_{slug}")
+        child = Conversation.objects.get(parent_tool_call=call)
+        assert (child.owner_id, child.profile.slug) == (user.pk, slug)
+        history = get_history(conversation=child)
+        assert (history[0].role, history[0].content) == (Role.USER, task)
+        assert history[-1].content == f"{slug} done"
+        child_run = Run.objects.get(conversation=child)
+        assert (child_run.parent_run_id, child_run.root_run_id) == (run.pk, run.pk)
+        assert child_run.status == Run.Status.COMPLETED
+        assert_every_adapter_accepts(history)
+    assert_every_adapter_accepts(get_history(conversation=conversation))
+    # Costs: each run its own; the ledger rows under the root add up to the whole tree.
+    run.refresh_from_db()
+    children = Run.objects.filter(parent_run=run)
+    assert run.cost == Decimal("0.00001")  # two parent calls
+    assert [c.cost for c in children] == [Decimal("0.00001")] * 2  # two calls each
+    tree = ModelCall.objects.filter(root_run=run).aggregate(total=Sum("cost"))["total"]
+    assert tree == run.cost + sum(c.cost for c in children) == Decimal("0.00003")
+
+
+def test_a_child_with_an_output_schema_answers_with_its_output(user, parent, meeting):
+    from conversations.services import store_output_schema
+
+    schema = store_output_schema(
+        schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    )
+    with FakeProviderServer(answers('{"n": 7}')) as server:
+        parent.agents.add(agent_profile("counter", server, output_schema=schema))
+        conversation = Conversation.objects.create(owner=user, profile=parent)
+        provider = ScriptedProvider([agent_calls(("counter", "Count.")), scripted_text("7.")])
+        run_tool_loop(conversation=conversation, content="Go", provider=provider)
+
+    (result,) = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
+    assert (result.content, result.is_error) == ('{"n": 7}', False)
+
+
+def test_a_failed_child_answers_the_call_with_an_error_text_and_the_parent_goes_on(
+    user, parent, meeting
+):
+    # The fake provider has nothing to answer: a 500, which fails the child's run.
+    with FakeProviderServer() as server:
+        parent.agents.add(agent_profile("broken", server, max_iterations=1))
+        conversation = Conversation.objects.create(owner=user, profile=parent)
+        provider = ScriptedProvider([agent_calls(("broken", "Try.")), scripted_text("Sorry.")])
+        run = run_tool_loop(conversation=conversation, content="Go", provider=provider)
+
+    assert run.status == Run.Status.COMPLETED
+    (result,) = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
+    child_run = Run.objects.get(parent_run=run)
+    assert child_run.status == Run.Status.FAILED
+    assert result.is_error
+    assert result.content == (
+        f'Error: tool "agent_broken" failed: the agent failed ({child_run.error_code})'
+    )
+
+
+def test_a_childs_conversation_is_not_listed_but_can_be_opened(user, parent, meeting):
+    from rest_framework.test import APIClient
+
+    with FakeProviderServer(answers("done")) as server:
+        parent.agents.add(agent_profile("helper", server))
+        conversation = Conversation.objects.create(owner=user, profile=parent)
+        provider = ScriptedProvider([agent_calls(("helper", "Help.")), scripted_text("Ok.")])
+        run_tool_loop(conversation=conversation, content="Go", provider=provider)
+    child = Conversation.objects.get(parent_tool_call__conversation=conversation)
+    client = APIClient()
+    client.force_authenticate(user)
+
+    listed = client.get("/api/conversations/").json()["results"]
+
+    assert [item["id"] for item in listed] == [str(conversation.pk)]
+    assert client.get(f"/api/conversations/{child.pk}/").status_code == 200
+
+
+def test_the_run_api_shows_the_children_and_the_cost_of_the_whole_tree(user, parent, meeting):
+    from rest_framework.test import APIClient
+
+    with (
+        FakeProviderServer(
+            calls_tool("h_1", "agent_digger", task="Dig."), answers("helped")
+        ) as helper_server,
+        FakeProviderServer(answers("dug")) as digger_server,
+    ):
+        helper = agent_profile("helper", helper_server)
+        helper.agents.add(agent_profile("digger", digger_server))
+        parent.agents.add(helper)
+        conversation = Conversation.objects.create(owner=user, profile=parent)
+        provider = ScriptedProvider(
+            [agent_calls(("helper", "Help.")), scripted_text("Ok.", usage=USAGE)]
+        )
+        run = run_tool_loop(conversation=conversation, content="Go", provider=provider)
+    client = APIClient()
+    client.force_authenticate(user)
+
+    body = client.get(f"/api/runs/{run.pk}/").json()
+
+    helper_run = Run.objects.get(parent_run=run)
+    digger_run = Run.objects.get(parent_run=helper_run)
+    assert digger_run.root_run_id == run.pk
+    assert body["cost"] == "0.000010000"  # its own two calls
+    # and the helper's two, and the digger's one
+    assert body["total_cost"] == "0.000025000"
+    tree = ModelCall.objects.filter(root_run=run).aggregate(total=Sum("cost"))["total"]
+    assert Decimal(body["total_cost"]) == tree
+    assert body["children"] == [
+        {
+            "id": str(helper_run.pk),
+            "conversation": str(helper_run.conversation_id),
+            "profile": "helper",
+            "status": "completed",
+            "error_code": "",
+            "cost": "0.000010000",
+        }
+    ]
+    (call,) = body["tool_calls"]
+    assert call["agent_conversation"] == str(helper_run.conversation_id)
+    helper_body = client.get(f"/api/runs/{helper_run.pk}/").json()
+    assert (helper_body["parent_run"], helper_body["root_run"]) == (str(run.pk), str(run.pk))
+    assert helper_body["total_cost"] == "0.000015000"
+    # Another user sees none of it.
+    other = APIClient()
+    other.force_authenticate(type(user).objects.create_user(username="eve"))
+    assert other.get(f"/api/runs/{helper_run.pk}/").status_code == 404
