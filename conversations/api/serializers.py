@@ -8,7 +8,6 @@ names each (``ConversationInput`` vs ``Conversation``).
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from drf_spectacular.types import OpenApiTypes
@@ -26,6 +25,7 @@ from conversations.models import (
     RunStatus,
 )
 
+from .agent_serializers import RunTreeSerializer
 from .errors import APIError, error_item
 from .fields import JSONObjectField, NamedChoiceField, ProfileSlugField, check_storable
 from .message_parts import CitationSerializer, ProviderToolCallSerializer, ToolCallSerializer
@@ -240,18 +240,7 @@ class MessageInputSerializer(serializers.Serializer[Any]):
 # Runs ------------------------------------------------------------------------------
 
 
-class ChildRunSerializer(serializers.Serializer[Any]):
-    """A run an agent call of another run started."""
-
-    id = serializers.UUIDField()
-    conversation = serializers.UUIDField(source="conversation_id")
-    profile = serializers.CharField(source="profile.slug", allow_null=True)
-    status = NamedChoiceField(choices=RunStatus.choices, component_name="RunStatus")
-    error_code = serializers.CharField()
-    cost = serializers.DecimalField(max_digits=18, decimal_places=9, allow_null=True)
-
-
-class RunSerializer(serializers.Serializer[Any]):
+class RunSerializer(RunTreeSerializer):
     """One execution of the tool loop."""
 
     id = serializers.UUIDField()
@@ -306,37 +295,6 @@ class RunSerializer(serializers.Serializer[Any]):
         help_text="The final answer parsed and validated against the output schema; null "
         "without a schema or until the run completed.",
     )
-    parent_run = serializers.UUIDField(
-        source="parent_run_id",
-        allow_null=True,
-        help_text="The run whose agent call started this one; null for a run of its own.",
-    )
-    root_run = serializers.UUIDField(
-        source="root_run_id",
-        allow_null=True,
-        help_text="The first run of the chain of agent calls; null for a run of its own.",
-    )
-    total_cost = serializers.SerializerMethodField(
-        help_text="`cost` plus the cost of every run its agent calls started, at any depth "
-        "(null while none had a known price)."
-    )
-    children = serializers.SerializerMethodField(
-        help_text="The runs this run's agent calls started, oldest first."
-    )
-
-    @extend_schema_field(serializers.DecimalField(max_digits=18, decimal_places=9, allow_null=True))
-    def get_total_cost(self, obj: Run) -> str | None:
-        below = getattr(obj, "descendants_cost", None)
-        if obj.cost is None and below is None:
-            return None
-        total = (obj.cost or Decimal(0)) + (below or Decimal(0))
-        return f"{total:.9f}"
-
-    @extend_schema_field(ChildRunSerializer(many=True))
-    def get_children(self, obj: Run) -> list[dict[str, Any]]:
-        # ``child_runs`` is prefetched (see selectors.runs_with_calls).
-        children = getattr(obj, "child_runs", [])
-        return cast(list[dict[str, Any]], ChildRunSerializer(children, many=True).data)
 
     @extend_schema_field(serializers.BooleanField())
     def get_queued(self, obj: Run) -> bool:

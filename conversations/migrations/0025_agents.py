@@ -13,7 +13,7 @@ on both databases, with the ``RULES_DIGEST`` of these definitions.
 import django.db.models.deletion
 from django.db import migrations, models
 
-RULES_DIGEST = "e374d52ecd0dcaa49042a33221695917f617952bd3c2084998f9ef86df8ea5cd"
+RULES_DIGEST = "d1c41432ff468e90aba20a4ac253031b42145d32f49c63fcedab274565cf13aa"
 
 
 def _drop_rules(apps, schema_editor):

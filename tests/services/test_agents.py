@@ -288,3 +288,37 @@ def test_the_run_api_shows_the_children_and_the_cost_of_the_whole_tree(user, par
     other = APIClient()
     other.force_authenticate(type(user).objects.create_user(username="eve"))
     assert other.get(f"/api/runs/{helper_run.pk}/").status_code == 404
+
+
+def test_a_child_stopped_by_a_budget_answers_the_call_with_an_error_and_the_parent_ends(
+    user, parent, meeting
+):
+    from conversations.models import Budget
+
+    # The child's first call spends the budget; its second is refused.
+    with FakeProviderServer(calls_tool("x_1", "no_such_tool"), answers("never")) as server:
+        child = agent_profile("spender", server)
+        Budget.objects.create(
+            name="spender",
+            scope=Budget.Scope.PROFILE,
+            profile=child,
+            period=Budget.Period.TOTAL,
+            token_limit=1,
+        )
+        parent.agents.add(child)
+        conversation = Conversation.objects.create(owner=user, profile=parent)
+        provider = ScriptedProvider(
+            [agent_calls(("spender", "Spend.")), scripted_text("It could not.")]
+        )
+        run = run_tool_loop(conversation=conversation, content="Go", provider=provider)
+
+    child_run = Run.objects.get(parent_run=run)
+    assert child_run.status == Run.Status.BUDGET_EXHAUSTED
+    assert len(server.requests) == 1
+    (result,) = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
+    assert (result.content, result.is_error) == (
+        'Error: tool "agent_spender" failed: the agent was stopped by a budget',
+        True,
+    )
+    assert (run.status, run.final_content) == (Run.Status.COMPLETED, "It could not.")
+    assert_every_adapter_accepts(get_history(conversation=child_run.conversation))

@@ -313,93 +313,70 @@ EXECUTE FUNCTION conversations_toolapproval_decision_final();""",
     ),
 )
 
-# Agents ------------------------------------------------------------------------------------
-# conversations_profile_agents is Profile.agents: (from_profile_id) may call (to_profile_id).
-# The graph is kept acyclic and no chain longer than MAX_AGENT_DEPTH: each new edge is
-# checked against the edges already there (row by row: the rows an INSERT added before it
-# are visible), under a lock that makes concurrent edits of the graph take turns. Edges
-# never change (Django adds and deletes them): the checks stay true.
+# Agents (Profile.agents: from_profile_id may call to_profile_id) --------------------------
+# A new edge is checked against those there (row by row: an INSERT's earlier rows are
+# seen), under a lock that makes edits of the graph take turns; triggers fire in name order.
+_EDGES = "conversations_profile_agents"
 
-_AGENT_EDGES = "conversations_profile_agents"
 
-PROFILE_AGENTS_ACYCLIC = Rule(
+def _longest(into: str, start: str, near: str, far: str) -> str:
+    """``into`` := the edges on the longest chain from ``start`` (``near`` to ``far`` columns)."""
+    return f"""
+    WITH RECURSIVE chain(id, depth) AS (SELECT {start}, 0
+        UNION ALL SELECT e.{far}, c.depth + 1 FROM {_EDGES} e JOIN chain c ON e.{near} = c.id)
+    SELECT max(depth) INTO {into} FROM chain;"""
+
+
+def _agent_rule(name: str, body: str, declare: str = "") -> Rule:
+    return Rule(  # a check of each new edge
+        name,
+        _EDGES,
+        (
+            _function(name, body + "\n    RETURN NEW;", declare=declare),
+            f"CREATE TRIGGER {name} BEFORE INSERT ON {_EDGES} FOR EACH ROW"
+            f" EXECUTE FUNCTION {name}();",
+        ),
+    )
+
+
+PROFILE_AGENTS_ACYCLIC = _agent_rule(
     "conversations_profile_agents_acyclic",
-    _AGENT_EDGES,
-    (
-        _function(
-            "conversations_profile_agents_acyclic",
-            f"""
-    LOCK TABLE {_AGENT_EDGES} IN SHARE ROW EXCLUSIVE MODE;
+    f"""
+    LOCK TABLE {_EDGES} IN SHARE ROW EXCLUSIVE MODE;
     IF NEW.from_profile_id = NEW.to_profile_id OR EXISTS (
-        WITH RECURSIVE reached(id) AS (
-            SELECT NEW.to_profile_id
-            UNION
-            SELECT e.to_profile_id FROM {_AGENT_EDGES} e JOIN reached r ON e.from_profile_id = r.id
-        )
+        WITH RECURSIVE reached(id) AS (SELECT NEW.to_profile_id
+            UNION SELECT e.to_profile_id FROM {_EDGES} e JOIN reached r ON e.from_profile_id = r.id)
         SELECT 1 FROM reached WHERE id = NEW.from_profile_id) THEN
         {
-                _refusal(
-                    "conversations_profile_agents_acyclic",
-                    "profile % would reach itself through its agents",
-                    "NEW.from_profile_id",
-                )
-            }
-    END IF;
-    RETURN NEW;""",
-        ),
-        f"""
-CREATE TRIGGER conversations_profile_agents_acyclic
-BEFORE INSERT ON {_AGENT_EDGES} FOR EACH ROW
-EXECUTE FUNCTION conversations_profile_agents_acyclic();""",
-    ),
+        _refusal(
+            "conversations_profile_agents_acyclic",
+            "profile % would reach itself through its agents",
+            "NEW.from_profile_id",
+        )
+    }
+    END IF;""",
 )
 
-# Triggers fire in the order of their names: the edge is known to close no cycle here.
-PROFILE_AGENTS_DEPTH = Rule(
+PROFILE_AGENTS_DEPTH = _agent_rule(
     "conversations_profile_agents_depth",
-    _AGENT_EDGES,
-    (
-        _function(
-            "conversations_profile_agents_depth",
-            f"""
-    WITH RECURSIVE up(id, depth) AS (
-        SELECT NEW.from_profile_id, 0
-        UNION ALL
-        SELECT e.from_profile_id, u.depth + 1 FROM {
-                _AGENT_EDGES
-            } e JOIN up u ON e.to_profile_id = u.id
-    )
-    SELECT max(depth) INTO above FROM up;
-    WITH RECURSIVE down(id, depth) AS (
-        SELECT NEW.to_profile_id, 0
-        UNION ALL
-        SELECT e.to_profile_id, d.depth + 1 FROM {
-                _AGENT_EDGES
-            } e JOIN down d ON e.from_profile_id = d.id
-    )
-    SELECT max(depth) INTO below FROM down;
+    _longest("above", "NEW.from_profile_id", "to_profile_id", "from_profile_id")
+    + _longest("below", "NEW.to_profile_id", "from_profile_id", "to_profile_id")
+    + f"""
     IF above + 1 + below > {AGENT_DEPTH_MARK} THEN
         {
-                _refusal(
-                    "conversations_profile_agents_depth",
-                    f"a chain of % agents is longer than MAX_AGENT_DEPTH ({AGENT_DEPTH_MARK})",
-                    "above + 1 + below",
-                )
-            }
-    END IF;
-    RETURN NEW;""",
-            declare="    above integer;\n    below integer;",
-        ),
-        f"""
-CREATE TRIGGER conversations_profile_agents_depth
-BEFORE INSERT ON {_AGENT_EDGES} FOR EACH ROW
-EXECUTE FUNCTION conversations_profile_agents_depth();""",
-    ),
+        _refusal(
+            "conversations_profile_agents_depth",
+            f"a chain of % agents is longer than MAX_AGENT_DEPTH ({AGENT_DEPTH_MARK})",
+            "above + 1 + below",
+        )
+    }
+    END IF;""",
+    declare="    above integer;\n    below integer;",
 )
 
 PROFILE_AGENTS_IMMUTABLE = _immutable(
     "conversations_profile_agents_immutable",
-    _AGENT_EDGES,
+    _EDGES,
     ("from_profile_id", "to_profile_id"),
     "the edges of the agent graph cannot change (edge %)",
     "OLD.id",

@@ -16,17 +16,28 @@ module cannot import the loop, which builds its tools from here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from conversations.exceptions import ConversationsError
-from conversations.models import TITLE_MAX_LENGTH, Conversation, Profile, Run
+from django.db import connections
+
+from conversations.exceptions import ConversationsError, RunNotRunning
+from conversations.models import (
+    BUSY_RUN_STATUSES,
+    TITLE_MAX_LENGTH,
+    Conversation,
+    Profile,
+    Run,
+)
 from conversations.models import ToolCall as ToolCallRow
 from conversations.tools import Tool, ToolContext, ToolError
 
 from ..configuration.agents import agent_tool_name
+from .runs import cancel_run
 
 __all__ = ["AGENT_PARAMETERS", "RunChild", "agent_answer", "agent_tools", "child_message"]
 
@@ -101,6 +112,19 @@ def agent_answer(run: Run) -> str:
     raise ToolError(reason)
 
 
+def _cancel_busy_runs(conversation_id: Any) -> None:
+    """Cancel the busy run of a child's conversation (the agent's timeout passed)."""
+    try:
+        for run in Run.objects.filter(
+            conversation_id=conversation_id, status__in=BUSY_RUN_STATUSES
+        ):
+            with contextlib.suppress(RunNotRunning):  # it may have ended meanwhile
+                cancel_run(run=run)
+            logger.info("agent run %s cancelled: its agent timeout passed", run.pk)
+    finally:
+        connections.close_all()
+
+
 def _hand_over(agent: Profile, run_child: RunChild | None) -> Callable[..., str]:
     def hand_over(task: str, call: ToolContext, context: str = "") -> str:
         if run_child is None or call.run_id is None:
@@ -109,12 +133,19 @@ def _hand_over(agent: Profile, run_child: RunChild | None) -> Callable[..., str]
             conversation_id=call.conversation_id, call_id=call.call_id
         )
         parent = Run.objects.get(pk=call.run_id)
+        if parent.cancel_requested:
+            raise ToolError(_STOPPED[Run.Status.CANCELLED])
         child = Conversation.objects.create(
             owner_id=row.conversation.owner_id,
             profile=agent,
             parent_tool_call=row,
             title=task.strip()[:TITLE_MAX_LENGTH],
         )
+        # Past the agent's timeout the caller answers the call timed out and stops
+        # waiting: the child is cancelled then, so it does not run on unseen.
+        watchdog = threading.Timer(agent.agent_timeout, _cancel_busy_runs, args=(child.pk,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             run = run_child(
                 conversation=child,
@@ -125,6 +156,8 @@ def _hand_over(agent: Profile, run_child: RunChild | None) -> Callable[..., str]
         except ConversationsError as exc:
             logger.info("agent %s could not start for call %s: %s", agent.slug, row.call_id, exc)
             raise ToolError(f"the agent could not start ({exc.code})") from None
+        finally:
+            watchdog.cancel()
         return agent_answer(run)
 
     hand_over.__name__ = agent_tool_name(agent.slug)

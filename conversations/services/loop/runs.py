@@ -36,6 +36,7 @@ from conversations.providers.base import ChatProvider
 from conversations.selectors import (
     ToolSettings,
     TranscriptTail,
+    descendant_runs,
     get_default_profile,
     history_and_tail,
     transcript_tail,
@@ -310,9 +311,11 @@ def cancel_run(*, run: Run) -> Run:
     run ``cancelled``. A run still waiting in a queue (no process claimed it)
     ends ``cancelled`` at once, and so does a run waiting for approvals: its
     pending approvals are rejected and its held calls answered cancelled.
-    Raises :class:`RunNotRunning` when the run has already ended.
+    The runs its agent calls started (``Run.parent_run``, at any depth) are
+    cancelled with it. Raises :class:`RunNotRunning` when the run has already ended.
     """
     if _cancel_waiting_run(run=run):
+        _cancel_children(run)
         run.refresh_from_db()
         return run
     flagged = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(cancel_requested=True)
@@ -320,9 +323,18 @@ def cancel_run(*, run: Run) -> Run:
         run.refresh_from_db()
         raise RunNotRunning(f"the run has already ended ({run.status})")
     run.cancel_requested = True
+    _cancel_children(run)
     end_unclaimed_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
     run.refresh_from_db()
     return run
+
+
+def _cancel_children(run: Run) -> None:
+    """Flag every busy run below ``run``; end those that wait for approvals (one query if none)."""
+    below = descendant_runs(run=run).filter(status__in=BUSY_RUN_STATUSES)
+    below.filter(status=Run.Status.RUNNING).update(cancel_requested=True)
+    for waiting in below.filter(status=Run.Status.AWAITING_APPROVAL):
+        _cancel_waiting_run(run=waiting)
 
 
 def _cancel_waiting_run(*, run: Run) -> bool:
