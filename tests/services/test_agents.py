@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from decimal import Decimal
 
 import pytest
@@ -31,7 +32,7 @@ from conversations.selectors import get_history
 from conversations.services import run_tool_loop
 from conversations.services.loop.agents import AGENT_PARAMETERS
 from conversations.services.loop.rounds import request_setup
-from conversations.tools import registry, tool
+from conversations.tools import ToolContext, registry, tool
 from tests.fake_provider import FakeAnswer, FakeProviderServer, openai_body, openai_call
 from tests.providers.replay import assert_every_adapter_accepts
 
@@ -322,3 +323,84 @@ def test_a_child_stopped_by_a_budget_answers_the_call_with_an_error_and_the_pare
     )
     assert (run.status, run.final_content) == (Run.Status.COMPLETED, "It could not.")
     assert_every_adapter_accepts(get_history(conversation=child_run.conversation))
+
+
+def test_cancelling_the_parent_cancels_the_child_and_no_child_tool_starts_after(user, parent):
+    from conversations.services import cancel_run
+    from conversations.services.loop.runs import CANCEL_CHECK_INTERVAL
+
+    started: list[str] = []
+    with registry.isolated(empty=True) as r:
+
+        @tool(registry=r)
+        def hold(context: ToolContext) -> str:
+            """Cancel the parent of the run this call belongs to, as its user would."""
+            started.append("hold")
+            cancel_run(run=Run.objects.get(pk=context.run_id).parent_run)
+            # Long enough for the child's next look at its flag.
+            time.sleep(CANCEL_CHECK_INTERVAL + 0.2)
+            return "held"
+
+        @tool(registry=r, concurrent=False)
+        def after() -> str:
+            """Runs alone, after the turn's other calls: never, once cancelled."""
+            started.append("after")
+            return "ran"
+
+        turn = FakeAnswer.json(
+            openai_body(
+                None,
+                tool_calls=[openai_call("k_1", "hold", "{}"), openai_call("k_2", "after", "{}")],
+            )
+        )
+        with FakeProviderServer(turn, answers("never asked")) as server:
+            parent.agents.add(agent_profile("worker", server))
+            conversation = Conversation.objects.create(owner=user, profile=parent)
+            provider = ScriptedProvider([agent_calls(("worker", "Work.")), scripted_text("no")])
+            run = run_tool_loop(conversation=conversation, content="Go", provider=provider)
+
+    child_run = Run.objects.get(parent_run=run)
+    assert (run.status, child_run.status) == (Run.Status.CANCELLED, Run.Status.CANCELLED)
+    assert started == ["hold"]
+    assert len(server.requests) == 1 and len(provider.requests) == 1
+    statuses = dict(
+        ToolCallRow.objects.filter(conversation=child_run.conversation).values_list(
+            "call_id", "status"
+        )
+    )
+    assert statuses == {"k_1": "succeeded", "k_2": "cancelled"}
+    (result,) = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
+    assert result.content == 'Error: tool "agent_worker" failed: the agent was cancelled'
+    assert_every_adapter_accepts(get_history(conversation=conversation))
+    assert_every_adapter_accepts(get_history(conversation=child_run.conversation))
+
+
+def test_an_agent_past_its_timeout_answers_timed_out_and_its_run_is_cancelled(user, parent):
+    release = threading.Event()
+    with registry.isolated(empty=True) as r:
+
+        @tool(registry=r)
+        def stall() -> str:
+            """Work until released (the test releases it once the parent has ended)."""
+            release.wait(WAIT)
+            return "late"
+
+        with FakeProviderServer(calls_tool("s_1", "stall"), answers("never asked")) as server:
+            parent.agents.add(agent_profile("slow", server, agent_timeout=0.5))
+            conversation = Conversation.objects.create(owner=user, profile=parent)
+            provider = ScriptedProvider(
+                [agent_calls(("slow", "Slowly.")), scripted_text("Gave up.")]
+            )
+            run = run_tool_loop(conversation=conversation, content="Go", provider=provider)
+            release.set()
+            child_run = Run.objects.get(parent_run=run)
+            deadline = time.monotonic() + WAIT
+            while child_run.status == Run.Status.RUNNING and time.monotonic() < deadline:
+                time.sleep(0.05)
+                child_run.refresh_from_db()
+
+    assert (run.status, run.final_content) == (Run.Status.COMPLETED, "Gave up.")
+    (result,) = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
+    assert result.content == 'Error: tool "agent_slow" timed out after 0.5 s.'
+    assert (child_run.cancel_requested, child_run.status) == (True, Run.Status.CANCELLED)
+    assert len(server.requests) == 1  # the child asked nothing more once cancelled
