@@ -28,7 +28,7 @@ from conversations.models import Run
 from conversations.publishing import EXECUTE_RUN_TASK, RECOVER_RUNS_TASK
 from conversations.services import execute_run, recover_runs
 from conversations.services.approvals import expire_approvals
-from conversations.services.loop import requeue_runs, uses_workers
+from conversations.services.loop import requeue_runs, resume_parent, uses_workers
 
 __all__ = ["execute_queued_run", "execute_run_task", "recover_runs_task"]
 
@@ -64,7 +64,9 @@ def execute_queued_run(run_id: str) -> str:
     except ConversationsError as exc:
         # Recorded on the run (failed, with this code); nothing to retry.
         logger.warning("run %s failed: %s", run_id, exc.code)
+        resume_parent(run)
         return "failed"
+    resume_parent(run)  # an agent's run that had waited: the run waiting for it goes on
     return "executed"
 
 

@@ -119,6 +119,14 @@ USAGE = Usage(prompt_tokens=3, completion_tokens=2, total_tokens=5)
 """What every model call here reports (the fake provider's default too)."""
 
 
+def wait_for(run, condition):
+    """Until ``condition(run)`` holds, reading the run again (at most ``WAIT`` seconds)."""
+    deadline = time.monotonic() + WAIT
+    while not condition(run) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        run.refresh_from_db()
+
+
 def agent_calls(*pairs):
     return scripted_calls(
         *(
@@ -392,15 +400,83 @@ def test_an_agent_past_its_timeout_answers_timed_out_and_its_run_is_cancelled(us
                 [agent_calls(("slow", "Slowly.")), scripted_text("Gave up.")]
             )
             run = run_tool_loop(conversation=conversation, content="Go", provider=provider)
-            release.set()
             child_run = Run.objects.get(parent_run=run)
-            deadline = time.monotonic() + WAIT
-            while child_run.status == Run.Status.RUNNING and time.monotonic() < deadline:
-                time.sleep(0.05)
-                child_run.refresh_from_db()
+            wait_for(child_run, lambda r: r.cancel_requested)  # the agent's timeout passed
+            release.set()
+            wait_for(child_run, lambda r: r.status != Run.Status.RUNNING)
 
     assert (run.status, run.final_content) == (Run.Status.COMPLETED, "Gave up.")
     (result,) = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
     assert result.content == 'Error: tool "agent_slow" timed out after 0.5 s.'
     assert (child_run.cancel_requested, child_run.status) == (True, Run.Status.CANCELLED)
     assert len(server.requests) == 1  # the child asked nothing more once cancelled
+
+
+def test_an_agents_call_awaiting_approval_holds_the_parent_until_approved(user, parent):
+    from rest_framework.test import APIClient
+
+    from conversations.models import ToolApproval
+    from conversations.services import decide_approval
+
+    ran: list[str] = []
+    with registry.isolated(empty=True) as r:
+
+        @tool(registry=r)
+        def publish() -> str:
+            """Publish the findings (the checker's profile asks its owner first)."""
+            ran.append("publish")
+            return "published"
+
+        with (
+            FakeProviderServer(
+                calls_tool("l_1", "agent_checker", task="Check and publish."),
+                answers("All published."),
+            ) as lead_server,
+            FakeProviderServer(calls_tool("p_1", "publish"), answers("checked")) as child_server,
+        ):
+            lead = agent_profile("lead2", lead_server)
+            lead.agents.add(agent_profile("checker", child_server, approval="always"))
+            conversation = Conversation.objects.create(owner=user, profile=lead)
+            run = run_tool_loop(conversation=conversation, content="Go")
+
+            child_run = Run.objects.get(parent_run=run)
+            assert (run.status, child_run.status) == ("awaiting_approval", "awaiting_approval")
+            agent_call = ToolCallRow.objects.get(conversation=conversation)
+            assert agent_call.status == ToolCallRow.Status.AWAITING_APPROVAL
+            assert get_history(conversation=conversation)[-1].role is not Role.TOOL
+            assert ran == []
+            # The inbox shows the call with the chain that led to it.
+            client = APIClient()
+            client.force_authenticate(user)
+            (item,) = client.get("/api/approvals/").json()["results"]
+            assert item["tool_call"]["name"] == "publish"
+            assert item["agent_chain"] == [
+                {
+                    "run": str(run.pk),
+                    "conversation": str(conversation.pk),
+                    "profile": "lead2",
+                    "agent_call": "agent_checker",
+                },
+                {
+                    "run": str(child_run.pk),
+                    "conversation": str(child_run.conversation_id),
+                    "profile": "checker",
+                    "agent_call": None,
+                },
+            ]
+
+            decision = decide_approval(
+                approval=ToolApproval.objects.get(run=child_run), user=user, approved=True
+            )
+
+    run.refresh_from_db()
+    child_run.refresh_from_db()
+    assert decision.resumed and ran == ["publish"]
+    assert (child_run.status, run.status) == ("completed", "completed")
+    assert child_run.finished_at < run.finished_at  # the child first, then the parent
+    assert run.final_content == "All published."
+    tool_messages = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
+    assert [(m.tool_call_id, m.content) for m in tool_messages] == [("l_1", "checked")]
+    assert len(lead_server.requests) == 2 and len(child_server.requests) == 2
+    assert_every_adapter_accepts(get_history(conversation=conversation))
+    assert_every_adapter_accepts(get_history(conversation=child_run.conversation))

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from conversations import selectors
 from conversations.models import Run
 from conversations.services import cancel_run
+from conversations.services.loop import resume_parent
 
 from ..base import ConversationsAPIView
 from ..pagination import RunPagination
@@ -90,6 +91,8 @@ class RunCancelView(ConversationsAPIView):
     def post(self, request: Request, run_id: Any) -> Response:
         run = get_object_or_404(selectors.owned_runs(user=request.user), pk=run_id)
         cancel_run(run=run)
+        # An agent's run that waited for an approval has ended: its caller goes on.
+        resume_parent(run)
         run = selectors.run_with_calls(run_id=run.pk)
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 

@@ -24,7 +24,7 @@ from conversations.models import Run, ToolApproval
 from conversations.providers.base import ChatProvider
 from conversations.selectors.approvals import APPROVE_PERMISSION
 
-from ..loop.executors import submit_run
+from ..loop.executors import resume_parent, submit_run
 from ..loop.tool_loop import execute_run
 
 __all__ = [
@@ -99,6 +99,7 @@ def decide_approval(
         logger.info("run %s resumes after its last approval was decided", run.pk)
         if provider is not None:
             execute_run(run=run, provider=provider)
+            resume_parent(run)  # an agent's run: the run that waits for it goes on
         else:
             submit_run(run)
         run.refresh_from_db()

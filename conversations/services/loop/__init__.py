@@ -9,7 +9,7 @@ package import each other's modules directly; the names below are what the
 rest of the app uses.
 """
 
-from .executors import requeue_runs, submit_message, submit_run, uses_workers
+from .executors import requeue_runs, resume_parent, submit_message, submit_run, uses_workers
 from .recovery import MIN_LEASE_SECONDS, recover_runs
 from .runs import cancel_run, claim_run, end_unclaimed_run, finish_run, start_run, worker_name
 from .tool_calls import (
@@ -38,6 +38,7 @@ __all__ = [
     "recover_runs",
     "request_setup",
     "requeue_runs",
+    "resume_parent",
     "run_tool_loop",
     "start_run",
     "submit_message",

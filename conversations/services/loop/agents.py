@@ -9,6 +9,9 @@ tool runner's worker like any tool, so two agent calls of one turn run side
 by side, each within the agent's ``agent_timeout``. The child's final answer
 (its output as JSON when it has an output schema) is the call's result; a
 child that did not complete answers the call with an error text naming why.
+A child that waits for an approval leaves the call open (``CallPending``):
+the caller's run waits too, and when the child has ended the caller resumes
+and the call, run again, answers from the child's run.
 
 The loop hands in the function that runs the child (``RunChild``): this
 module cannot import the loop, which builds its tools from here.
@@ -38,6 +41,7 @@ from conversations.tools import Tool, ToolContext, ToolError
 
 from ..configuration.agents import agent_tool_name
 from .runs import cancel_run
+from .tool_calls import CallPending
 
 __all__ = ["AGENT_PARAMETERS", "RunChild", "agent_answer", "agent_tools", "child_message"]
 
@@ -61,7 +65,6 @@ _STOPPED = {
     Run.Status.BUDGET_EXHAUSTED: "the agent was stopped by a budget",
     Run.Status.CANCELLED: "the agent was cancelled",
     Run.Status.INTERRUPTED: "the agent was interrupted",
-    Run.Status.AWAITING_APPROVAL: "the agent is waiting for an approval",
 }
 
 
@@ -100,7 +103,10 @@ def child_message(task: str, context: str = "") -> str:
 
 
 def agent_answer(run: Run) -> str:
-    """The result of the call a child ``run`` answers; raises :class:`ToolError` if it did not complete."""
+    """The result of the call a child ``run`` answers; raises :class:`ToolError` if it did not
+    complete, :class:`CallPending` while it waits for an approval."""
+    if run.status == Run.Status.AWAITING_APPROVAL:
+        raise CallPending(f"agent run {run.pk} waits for an approval")
     if run.status in (Run.Status.COMPLETED, Run.Status.MAX_ITERATIONS):
         if run.output_schema_id is not None and run.status == Run.Status.COMPLETED:
             return json.dumps(run.output, ensure_ascii=False)
@@ -110,6 +116,15 @@ def agent_answer(run: Run) -> str:
         # A failure's code is stable and says what went wrong; its detail stays with admins.
         reason = f"the agent failed ({run.error_code or 'error'})"
     raise ToolError(reason)
+
+
+def _earlier_child(row: ToolCallRow) -> Run | None:
+    """The last run of the conversation an earlier execution of call ``row`` started, if any."""
+    return (
+        Run.objects.filter(conversation__parent_tool_call=row)
+        .order_by("-started_at", "-pk")
+        .first()
+    )
 
 
 def _cancel_busy_runs(conversation_id: Any) -> None:
@@ -135,6 +150,10 @@ def _hand_over(agent: Profile, run_child: RunChild | None) -> Callable[..., str]
         parent = Run.objects.get(pk=call.run_id)
         if parent.cancel_requested:
             raise ToolError(_STOPPED[Run.Status.CANCELLED])
+        earlier = _earlier_child(row)
+        if earlier is not None:
+            # The call runs again as its run resumes: its child waited and has ended since.
+            return agent_answer(earlier)
         child = Conversation.objects.create(
             owner_id=row.conversation.owner_id,
             profile=agent,

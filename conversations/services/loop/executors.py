@@ -20,11 +20,12 @@ from datetime import timedelta
 from functools import partial
 
 from django.db import connections, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError, ExecutorUnavailable
-from conversations.models import Conversation, OutputSchema, Run
+from conversations.models import BUSY_RUN_STATUSES, Conversation, OutputSchema, Run, ToolApproval
 from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
@@ -135,8 +136,38 @@ def submit_run(run: Run) -> None:
     """
     if not uses_workers():
         execute_run(run=run)
+        resume_parent(run)
         return
     transaction.on_commit(partial(_publish, run))
+
+
+def resume_parent(run: Run) -> bool:
+    """Hand on the run that waits for ``run``, an agent's run, now that it has ended; ``True`` if so.
+
+    The parent resumes (``running``, unclaimed, handed to the executor) only
+    when it waits, has no approval of its own pending and no other agent's
+    run of it is still busy: one conditional ``UPDATE`` decides, so of two
+    children ending at once only one resumes it. Call it after ``run`` was
+    executed; with the ``inline`` executor the parent runs to its end here.
+    """
+    run.refresh_from_db(fields=["status", "parent_run"])
+    if run.parent_run_id is None or run.status in BUSY_RUN_STATUSES:
+        return False
+    parent = Run.objects.filter(pk=run.parent_run_id)
+    taken = (
+        parent.filter(status=Run.Status.AWAITING_APPROVAL)
+        .exclude(Exists(ToolApproval.objects.filter(run=OuterRef("pk"), decision="")))
+        .exclude(
+            Exists(Run.objects.filter(parent_run=OuterRef("pk"), status__in=BUSY_RUN_STATUSES))
+        )
+        .update(status=Run.Status.RUNNING, claimed_at=None, worker="", heartbeat_at=timezone.now())
+    )
+    if taken:
+        logger.info(
+            "run %s resumes: the agent run %s it waited for ended", run.parent_run_id, run.pk
+        )
+        submit_run(parent.get())
+    return bool(taken)
 
 
 def _publish(run: Run) -> None:

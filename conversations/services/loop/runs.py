@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists
 from django.utils import timezone
 
 from conversations import signals
@@ -27,6 +28,7 @@ from conversations.exceptions import (
     ConversationBusy,
     ConversationsError,
     RunCancelled,
+    RunFencedOut,
     RunNotRunning,
 )
 from conversations.models import BUSY_RUN_STATUSES, Conversation, Profile, Run, ToolApproval
@@ -63,6 +65,7 @@ __all__ = [
     "reload_run",
     "resolve_profile",
     "start_run",
+    "wait_for_agents",
     "worker_name",
 ]
 
@@ -327,6 +330,30 @@ def cancel_run(*, run: Run) -> Run:
     end_unclaimed_run(run=run, status=Run.Status.CANCELLED, error_code="run_cancelled")
     run.refresh_from_db()
     return run
+
+
+def wait_for_agents(*, run: Run) -> bool:
+    """Let ``run`` wait, ``awaiting_approval`` and unclaimed, while a run of its agents waits.
+
+    ``True``: it waits, and resumes when the last of its agents' runs ends
+    (``executors.resume_parent``). ``False``: none waits any more (one was
+    decided meanwhile), the run is still held here and goes on. Raises
+    :class:`RunFencedOut` when this process no longer holds the run.
+    """
+    now = timezone.now()
+    busy = Run.objects.filter(parent_run=run.pk, status__in=BUSY_RUN_STATUSES)
+    waiting = (
+        fenced(run)
+        .filter(Exists(busy))
+        .update(status=Run.Status.AWAITING_APPROVAL, claimed_at=None, worker="", heartbeat_at=now)
+    )
+    if waiting:
+        run.status, run.claimed_at, run.worker = Run.Status.AWAITING_APPROVAL, None, ""
+        logger.info("run %s waits for the approvals of its agents", run.pk)
+        return True
+    if not fenced(run).exists():
+        raise RunFencedOut(f"run {run.pk} is no longer held by this process")
+    return False
 
 
 def _cancel_children(run: Run) -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "TOOL_TIMED_OUT",
     "UNKNOWN_TOOL",
     "CallOutcome",
+    "CallPending",
     "answer_open_calls",
     "answer_text_for",
     "cancelled_call",
@@ -108,6 +109,14 @@ def answer_text_for(status: str, name: str) -> str:
     return ANSWER_TEXTS[status].format(name=name)
 
 
+class CallPending(Exception):
+    """Raised by a call that cannot be answered yet: an agent whose run waits for an approval.
+
+    The call stays open (``awaiting_approval``) and its run waits with it; the
+    call runs again when the run resumes.
+    """
+
+
 @dataclass(frozen=True, slots=True)
 class CallOutcome:
     """What became of one call: its status and the result the model sees."""
@@ -124,6 +133,11 @@ class CallOutcome:
     """When the tool started (``None``: it never ran)."""
     finished_at: datetime | None = None
     """When it ended (``None``: the moment the outcome is stored)."""
+
+    @property
+    def pending(self) -> bool:
+        """The call has no answer yet (see :class:`CallPending`)."""
+        return self.status == ToolCallRow.Status.AWAITING_APPROVAL
 
     @property
     def is_error(self) -> bool:
@@ -183,6 +197,8 @@ def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
     try:
         # Checked by check_call before the call was marked running (the loop's only path here).
         result = execute(tool, row.arguments, context=_context(run, row), checked=True)
+    except CallPending:
+        return CallOutcome(row, ToolCallRow.Status.AWAITING_APPROVAL, "", started_at=started)
     except Exception as exc:
         return _failed(exc, run=run, row=row, started=started)
     return _succeeded(result, row=row, started=started)

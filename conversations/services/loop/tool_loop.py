@@ -82,6 +82,7 @@ from .runs import (
     finish_run_after_error,
     reload_run,
     resolve_profile,
+    wait_for_agents,
 )
 from .tool_calls import persist_outcomes, reject_call, storage_failed
 from .tool_runner import run_calls
@@ -245,7 +246,8 @@ def _rounds(round_: Round, started: StartedTurn | None) -> Run:
 def _loop(round_: Round, started: StartedTurn | None) -> Run:
     """Ask, store the turn, run its calls, store their answers; until an answer without calls."""
     run = round_.run
-    _resume_held_turn(round_)
+    if _resume_held_turn(round_) and _agents_wait(round_):
+        return run
     state = _turn_state(round_, started)
     while run.iterations < run.max_iterations:
         round_.watch.raise_if_cancelled()
@@ -254,7 +256,10 @@ def _loop(round_: Round, started: StartedTurn | None) -> Run:
             return _wait_for_decisions(run, approvals)
         if not checked:
             return _settle(round_, state, response)
-        _run_calls(round_, checked, state)
+        if _run_calls(round_, checked, state):
+            if _agents_wait(round_):
+                return run
+            state = _turn_state(round_, None)  # the held call was answered past ``state``
     # Every round asked for tools: one more call, with none offered, for the answer.
     round_.watch.raise_if_cancelled()
     response, checked, _ = _answer(round_.offering_none(), state, counts_as_round=False)
@@ -265,15 +270,31 @@ def _loop(round_: Round, started: StartedTurn | None) -> Run:
     return _finish(run, state, response, Run.Status.MAX_ITERATIONS)
 
 
-def _resume_held_turn(round_: Round) -> None:
-    """A run resuming after a decision first answers the turn it held (before reading history)."""
+def _resume_held_turn(round_: Round) -> bool:
+    """A run resuming after a decision first answers the turn it held (before reading history).
+
+    ``True``: an agent of the turn still waits (the run waits again).
+    """
     run = round_.run
     # Only a run that has had a round can have held one (a round counts when held).
     held = held_calls(run=run, tools=round_.request.tools) if run.iterations else []
     if held:
         mark_running([row for row, rejection in held if rejection is None])
         round_.live.changed()
-        _run_calls(round_, held)
+        return _run_calls(round_, held)
+    return False
+
+
+def _agents_wait(round_: Round) -> bool:
+    """A call's agent waits for an approval: ``True`` if the run now waits too.
+
+    ``False``: every such agent was decided meanwhile, and their calls are
+    answered now (run again: each answers from its ended child).
+    """
+    while not wait_for_agents(run=round_.run):
+        if not _resume_held_turn(round_):
+            return False
+    return True
 
 
 def _turn_state(round_: Round, started: StartedTurn | None) -> TurnState:
@@ -372,19 +393,22 @@ def _answer(
     return asked.response, persisted.checked, persisted.approvals
 
 
-def _run_calls(round_: Round, checked: Checked, state: TurnState | None = None) -> None:
+def _run_calls(round_: Round, checked: Checked, state: TurnState | None = None) -> bool:
     """Execute the calls of one assistant turn and answer each; the answers join the history.
 
     The runnable calls run concurrently (see ``tool_runner``); the answers of
     the whole turn are stored together once every call has one. ``state``:
     none for the turn a resumed run held (the history is read after it).
+    Returns ``True`` when an agent's call has no answer yet (its run waits
+    for an approval): that call stays open, ``awaiting_approval``.
     """
     run, tools, watch = round_.run, round_.request.tools, round_.watch
     runnable = [(row, tools[row.name]) for row, rejection in checked if rejection is None]
     executed = iter(run_calls(run=run, calls=runnable, watch=watch))
     ordered = [next(executed) if rejection is None else rejection for _, rejection in checked]
     tail = state.tail if state is not None else None
-    messages = [outcome.to_message() for outcome in ordered]
+    pending = any(outcome.pending for outcome in ordered)
+    messages = [outcome.to_message() for outcome in ordered if not outcome.pending]
     try:
         held = persist_outcomes(run=run, outcomes=ordered, tail=tail, messages=messages)
     except DatabaseError:
@@ -394,7 +418,7 @@ def _run_calls(round_: Round, checked: Checked, state: TurnState | None = None) 
         logger.exception("run %s: the results of a turn could not be stored", run.pk)
         detail = traceback.format_exc()
         ordered = [storage_failed(outcome=outcome, detail=detail) for outcome in ordered]
-        messages = [outcome.to_message() for outcome in ordered]
+        messages = [outcome.to_message() for outcome in ordered if not outcome.pending]
         held = persist_outcomes(run=run, outcomes=ordered, messages=messages)
         if state is not None:
             state.tail = history_and_tail(conversation=run.conversation, profile=None)[1]
@@ -404,11 +428,13 @@ def _run_calls(round_: Round, checked: Checked, state: TurnState | None = None) 
         watch.read(held.cancel_requested, fresh=not listening)
         state.budgets_apply = held.budgets_apply
     for outcome in ordered:
-        signals.tool_call_finished.send(
-            sender=ToolCallRow, tool_call=outcome.row, run=run, result=outcome.content
-        )
+        if not outcome.pending:
+            signals.tool_call_finished.send(
+                sender=ToolCallRow, tool_call=outcome.row, run=run, result=outcome.content
+            )
     if watch.seen:
         raise RunCancelled("the run was cancelled")
     round_.live.changed()
     if state is not None:
         state.history.extend(messages)
+    return pending
