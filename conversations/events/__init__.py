@@ -7,7 +7,10 @@ The tool loop publishes two kinds of events for a run:
   that grows by one per delta of the run;
 - ``changed`` after each commit that added or changed the run's rows, so a
   watcher reads the persisted events (``conversations.api.sse.views``) at once
-  instead of polling for them.
+  instead of polling for them;
+- for a run an agent call started, the same events again on each run above
+  it, as ``agent.text.delta``, ``agent.changed`` ... with the agent's run id
+  (``run``), framed by ``agent.started`` and ``agent.finished``.
 
 Watchers :func:`subscribe` (or, in asyncio code, :func:`asubscribe`) to one
 run and read events with ``get`` (threads) or ``aget`` (asyncio, without
@@ -44,9 +47,10 @@ from django.dispatch import receiver
 
 from conversations.conf import app_settings
 
-from .base import CHANGED, DELTA_TYPES, Backend, LiveEvent, LocalBackend, Subscription
+from .base import AGENT_PREFIX, CHANGED, DELTA_TYPES, Backend, LiveEvent, LocalBackend, Subscription
 
 __all__ = [
+    "AGENT_PREFIX",
     "CHANGED",
     "DELTA_TYPES",
     "INFLIGHT_SECONDS",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 __all__ = [
+    "AGENT_PREFIX",
     "CHANGED",
     "DELTA_TYPES",
     "Backend",
@@ -31,6 +32,9 @@ __all__ = [
     "decode",
     "encode",
 ]
+
+AGENT_PREFIX = "agent."
+"""Events of an agent's run relayed to the runs above it (``agent.text.delta`` ...)."""
 
 CHANGED = "changed"
 """The event type saying the run's stored rows changed."""

@@ -480,3 +480,44 @@ def test_an_agents_call_awaiting_approval_holds_the_parent_until_approved(user, 
     assert len(lead_server.requests) == 2 and len(child_server.requests) == 2
     assert_every_adapter_accepts(get_history(conversation=conversation))
     assert_every_adapter_accepts(get_history(conversation=child_run.conversation))
+
+
+def test_the_parents_event_stream_carries_the_childs_progress_in_order(user, parent):
+    from conversations import events
+    from conversations.services import execute_run, start_run
+    from tests.fake_provider import WIRES
+
+    wire = WIRES["openai_compatible"]
+    streamed = FakeAnswer(
+        b"", content_type=wire.content_type, pieces=wire.stream("Fo", "und ", "it.")
+    )
+    with FakeProviderServer(streamed) as server:
+        child = agent_profile("finder", server)
+        child.stream = True
+        child.save()
+        parent.agents.add(child)
+        conversation = Conversation.objects.create(owner=user, profile=parent)
+        run = start_run(conversation=conversation, content="Go", profile=parent)
+        subscription = events.subscribe(run.pk)
+        try:
+            provider = ScriptedProvider([agent_calls(("finder", "Find.")), scripted_text("Ok.")])
+            execute_run(run=run, provider=provider)
+            seen = []
+            while (event := subscription.get(timeout=0.2)) is not None:
+                seen.append(event)
+        finally:
+            subscription.close()
+
+    child_run = Run.objects.get(parent_run=run)
+    agent = [(e.type, e.data) for e in seen if e.type.startswith("agent.")]
+    assert {data["run"] for _, data in agent} == {str(child_run.pk)}
+    kinds = [kind for kind, _ in agent]
+    assert kinds[0] == "agent.started" and kinds[-1] == "agent.finished"
+    deltas = [data for kind, data in agent if kind == "agent.text.delta"]
+    assert "".join(d["text"] for d in deltas) == "Found it."
+    assert [d["seq"] for d in deltas] == sorted(d["seq"] for d in deltas)
+    assert "agent.changed" in kinds
+    assert agent[0][1]["profile"] == "finder"
+    assert agent[-1][1]["status"] == "completed"
+    # The parent's own deltas are its own answer's only.
+    assert "".join(e.data["text"] for e in seen if e.type == "text.delta") == "Ok."

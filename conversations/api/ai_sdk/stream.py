@@ -43,6 +43,7 @@ from conversations.models import BUSY_RUN_STATUSES, Message, Run, ToolApproval, 
 
 from ..sse.slots import release_connections
 from ..sse.stream import FALLBACK_POLL_SECONDS, POLL_SECONDS
+from .agents import AgentParts
 from .chunks import (
     DONE,
     FAILED_STATUSES,
@@ -112,6 +113,7 @@ class ChatStream:
         self._last_finish_reason = ""
         self._quiet = False
         self._done = False
+        self._agents = AgentParts()
         self._started = self._last_write = time.monotonic()
         for message in selectors.run_messages(run=run):
             if message.role == Message.Role.USER:
@@ -141,6 +143,8 @@ class ChatStream:
         published before that message was stored (they belong to it), and
         the next answer's deltas always follow a ``changed`` of its own.
         """
+        if event.type.startswith(events.AGENT_PREFIX):
+            return [] if self.finished else self._agents.on_event(event)
         if event.type not in events.DELTA_TYPES:
             self._quiet = False
             return self.poll()  # "changed", or anything else: look at the rows

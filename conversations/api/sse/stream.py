@@ -53,7 +53,7 @@ from django.db import DatabaseError, close_old_connections, connections
 
 from conversations import events
 from conversations.database import RETRY_AFTER_SECONDS, database_busy
-from conversations.events import CHANGED, DELTA_TYPES, LiveEvent
+from conversations.events import AGENT_PREFIX, CHANGED, DELTA_TYPES, LiveEvent
 
 from ..errors import SERVICE_UNAVAILABLE
 from .rows import RowEvents, RunEvent
@@ -133,6 +133,8 @@ class RunEventStream(RowEvents):
             return [], now >= self._next_poll, False
         if live.type == CHANGED:
             return [], True, False
+        if live.type.startswith(AGENT_PREFIX):
+            return [RunEvent(None, live.type, live.data)], False, False  # an agent's progress
         if live.type not in DELTA_TYPES:
             return [], False, False
         seq = live.data.get("seq")

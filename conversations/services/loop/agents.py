@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from django.db import connections
 
+from conversations.conf import app_settings
 from conversations.exceptions import ConversationsError, RunNotRunning
 from conversations.models import (
     BUSY_RUN_STATUSES,
@@ -43,7 +44,14 @@ from ..configuration.agents import agent_tool_name
 from .runs import cancel_run
 from .tool_calls import CallPending
 
-__all__ = ["AGENT_PARAMETERS", "RunChild", "agent_answer", "agent_tools", "child_message"]
+__all__ = [
+    "AGENT_PARAMETERS",
+    "RunChild",
+    "agent_answer",
+    "agent_tools",
+    "callers_of",
+    "child_message",
+]
 
 logger = logging.getLogger("conversations.agents")
 
@@ -95,6 +103,16 @@ def agent_tools(profile: Profile | None, *, run_child: RunChild | None) -> dict[
             timeout=agent.agent_timeout,
         )
     return tools
+
+
+def callers_of(run: Run) -> tuple[Any, ...]:
+    """The ids of the runs above ``run``, nearest first (no query for a run of its own)."""
+    found: list[Any] = []
+    above = run.parent_run_id
+    while above is not None and len(found) <= app_settings().MAX_AGENT_DEPTH:
+        found.append(above)
+        above = Run.objects.filter(pk=above).values_list("parent_run_id", flat=True).first()
+    return tuple(found)
 
 
 def child_message(task: str, context: str = "") -> str:

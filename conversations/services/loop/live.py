@@ -141,10 +141,13 @@ class _Pump:
 class LiveRun:
     """What watchers of one run see: its deltas, the in-flight snapshot, ``changed``."""
 
-    def __init__(self, run_id: UUID, *, stream: bool) -> None:
+    def __init__(self, run_id: UUID, *, stream: bool, callers: tuple[UUID, ...] = ()) -> None:
         self.run_id = run_id
         self.stream = stream
         """Whether answers are asked for as streams (the profile's choice)."""
+        self.callers = callers
+        """An agent's run: the runs above it, nearest first; each also sees its events as
+        ``agent.*`` events carrying this run's id (see :meth:`agent_event`)."""
         # ``seq`` grows over the whole run, also across a resumption in another process.
         self.seq: int = _cached_int(_seq_key(run_id))
         self._warned = False
@@ -203,6 +206,17 @@ class LiveRun:
         snapshot = {**partial.to_dict(), "seq": self.seq}
         self._best_effort(events.set_inflight, self.run_id, snapshot)
         self._best_effort(events.publish, self.run_id, _EVENT_TYPES[type(delta)], data)
+        self.agent_event(_EVENT_TYPES[type(delta)], data)
+
+    def agent_event(self, kind: str, data: dict[str, Any] | None = None) -> None:
+        """Publish ``agent.<kind>`` with this run's id to the runs above it (none: nothing).
+
+        Live only, like deltas: a watcher of a caller that joins later reads the
+        agent's run itself (``GET /runs/{id}/``, its own event stream).
+        """
+        for caller in self.callers:
+            body = {"run": str(self.run_id), **(data or {})}
+            self._best_effort(events.publish, caller, f"agent.{kind}", body)
 
     def clear(self) -> None:
         """Forget the in-flight snapshot (about to be stored, failed or cancelled).
@@ -214,10 +228,12 @@ class LiveRun:
 
     def changed(self) -> None:
         """Publish ``changed`` once what the loop just wrote is committed."""
-        transaction.on_commit(
-            lambda: self._best_effort(events.publish, self.run_id, events.CHANGED, {}),
-            robust=True,
-        )
+
+        def notify() -> None:
+            self._best_effort(events.publish, self.run_id, events.CHANGED, {})
+            self.agent_event(events.CHANGED)
+
+        transaction.on_commit(notify, robust=True)
 
     def _remember_seq(self) -> None:
         self._best_effort(cache.set, _seq_key(self.run_id), self.seq, events.INFLIGHT_SECONDS)

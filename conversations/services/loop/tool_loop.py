@@ -60,6 +60,7 @@ from conversations.selectors import history_and_tail
 
 from ..configuration.providers import build_provider, close_provider
 from ..usage import tracing
+from .agents import callers_of
 from .approvals import held_calls, send_requested
 from .asking import ask
 from .heartbeat import Heartbeat
@@ -167,8 +168,9 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
         finish_run_after_error(run=run, exc=exc)
         raise
     # Without a profile (a provider given directly) answers are asked for whole, as always.
-    live = LiveRun(run.pk, stream=profile is not None and profile.stream)
+    live = LiveRun(run.pk, stream=profile is not None and profile.stream, callers=callers_of(run))
     round_ = Round(run, provider, request, CancelWatch(run), live)
+    live.agent_event("started", _agent_facts(run))
     try:
         with (
             Heartbeat(run, interval=app_settings().RUN_LEASE_SECONDS / 3),
@@ -184,8 +186,17 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
         # However the run stopped, nothing streams any more and watchers re-read.
         live.clear()
         live.changed()
+        live.agent_event("finished", {**_agent_facts(run), "status": run.status})
         if built:
             close_provider(provider)
+
+
+def _agent_facts(run: Run) -> dict[str, str]:
+    """What ``agent.started`` and ``agent.finished`` say about an agent's run."""
+    return {
+        "conversation": str(run.conversation_id),
+        "profile": run.profile.slug if run.profile else "",
+    }
 
 
 def _run_child(
