@@ -31,6 +31,7 @@ from conversations.conf import app_settings
 from conversations.models import Profile
 from conversations.selectors import available_tools
 from conversations.services.approvals import approval_levels
+from conversations.services.loop import agent_tools, run_agent
 from conversations.tools import Tool
 
 from . import SDK_MISSING_HINT, sdk_installed
@@ -46,7 +47,7 @@ def _error(status: int, code: str, detail: str) -> JsonResponse:
 
 
 def offered_tools() -> dict[str, Tool] | None:
-    """The tools ``/mcp/`` serves: the profile's enabled tools that need no approval.
+    """The tools ``/mcp/`` serves: the profile's enabled tools and agents that need no approval.
 
     ``None`` when no (active) profile is configured.
     """
@@ -55,6 +56,8 @@ def offered_tools() -> dict[str, Tool] | None:
     if profile is None:
         return None
     tools = available_tools(allowed=profile.allowed_tools)
+    # Its agents too: each call is a run of the agent in a conversation of the caller's.
+    tools.update(agent_tools(profile, run_child=run_agent))
     held = approval_levels(profile=profile, tools=tools.values())
     return {name: tool for name, tool in tools.items() if name not in held}
 

@@ -9,6 +9,7 @@ package import each other's modules directly; the names below are what the
 rest of the app uses.
 """
 
+from .agents import agent_tools
 from .executors import requeue_runs, resume_parent, submit_message, submit_run, uses_workers
 from .recovery import MIN_LEASE_SECONDS, recover_runs
 from .runs import cancel_run, claim_run, end_unclaimed_run, finish_run, start_run, worker_name
@@ -20,7 +21,7 @@ from .tool_calls import (
     answer_open_calls,
     tool_error_text,
 )
-from .tool_loop import RequestSetup, execute_run, request_setup, run_tool_loop
+from .tool_loop import RequestSetup, execute_run, request_setup, run_agent, run_tool_loop
 
 __all__ = [
     "INVALID_ARGUMENTS",
@@ -29,6 +30,7 @@ __all__ = [
     "TOOL_FAILED",
     "UNKNOWN_TOOL",
     "RequestSetup",
+    "agent_tools",
     "answer_open_calls",
     "cancel_run",
     "claim_run",
@@ -39,6 +41,7 @@ __all__ = [
     "request_setup",
     "requeue_runs",
     "resume_parent",
+    "run_agent",
     "run_tool_loop",
     "start_run",
     "submit_message",

@@ -77,10 +77,11 @@ _STOPPED = {
 
 
 class RunChild(Protocol):
-    """Runs a child to its end: the loop's ``run_tool_loop`` with a parent run."""
+    """Runs an agent to its end: the loop's ``run_tool_loop`` with a parent run (``None``:
+    called over MCP)."""
 
     def __call__(
-        self, *, conversation: Conversation, content: str, profile: Profile, parent_run: Run
+        self, *, conversation: Conversation, content: str, profile: Profile, parent_run: Run | None
     ) -> Run: ...
 
 
@@ -160,8 +161,10 @@ def _cancel_busy_runs(conversation_id: Any) -> None:
 
 def _hand_over(agent: Profile, run_child: RunChild | None) -> Callable[..., str]:
     def hand_over(task: str, call: ToolContext, context: str = "") -> str:
-        if run_child is None or call.run_id is None:
-            raise ToolError("an agent can only be called by a run")
+        if run_child is None:
+            raise ToolError("an agent can only be called by a run or over MCP")
+        if call.run_id is None:
+            return _for_user(agent, run_child, task, context, call.user_id)
         row = ToolCallRow.objects.select_related("conversation").get(
             conversation_id=call.conversation_id, call_id=call.call_id
         )
@@ -178,25 +181,48 @@ def _hand_over(agent: Profile, run_child: RunChild | None) -> Callable[..., str]
             parent_tool_call=row,
             title=task.strip()[:TITLE_MAX_LENGTH],
         )
-        # Past the agent's timeout the caller answers the call timed out and stops
-        # waiting: the child is cancelled then, so it does not run on unseen.
-        watchdog = threading.Timer(agent.agent_timeout, _cancel_busy_runs, args=(child.pk,))
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            run = run_child(
-                conversation=child,
-                content=child_message(task, context),
-                profile=agent,
-                parent_run=parent,
-            )
-        except ConversationsError as exc:
-            logger.info("agent %s could not start for call %s: %s", agent.slug, row.call_id, exc)
-            raise ToolError(f"the agent could not start ({exc.code})") from None
-        finally:
-            watchdog.cancel()
-        return agent_answer(run)
+        return agent_answer(_run(agent, run_child, child, child_message(task, context), parent))
 
     hand_over.__name__ = agent_tool_name(agent.slug)
     hand_over.__qualname__ = f"agent:{agent.slug}"
     return hand_over
+
+
+def _for_user(agent: Profile, run_child: RunChild, task: str, context: str, user_id: Any) -> str:
+    """A call over MCP (no run): the task becomes a conversation of the caller's own."""
+    if user_id is None:
+        raise ToolError("an agent can only be called by a run or over MCP")
+    conversation = Conversation.objects.create(
+        owner_id=user_id, profile=agent, title=task.strip()[:TITLE_MAX_LENGTH]
+    )
+    run = _run(agent, run_child, conversation, child_message(task, context), None)
+    try:
+        return agent_answer(run)
+    except CallPending:
+        raise ToolError(
+            "the agent waits for an approval: decide it, then read its conversation"
+        ) from None
+
+
+def _run(
+    agent: Profile,
+    run_child: RunChild,
+    conversation: Conversation,
+    content: str,
+    parent: Run | None,
+) -> Run:
+    """Run ``agent`` in ``conversation``, cancelled when its ``agent_timeout`` passes."""
+    # Past the agent's timeout the caller answers the call timed out and stops
+    # waiting: the child is cancelled then, so it does not run on unseen.
+    watchdog = threading.Timer(agent.agent_timeout, _cancel_busy_runs, args=(conversation.pk,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return run_child(
+            conversation=conversation, content=content, profile=agent, parent_run=parent
+        )
+    except ConversationsError as exc:
+        logger.info("agent %s could not start in %s: %s", agent.slug, conversation.pk, exc)
+        raise ToolError(f"the agent could not start ({exc.code})") from None
+    finally:
+        watchdog.cancel()

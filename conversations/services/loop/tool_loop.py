@@ -89,7 +89,7 @@ from .tool_calls import persist_outcomes, reject_call, storage_failed
 from .tool_runner import run_calls
 from .turns import Checked, mark_running, persist_turn
 
-__all__ = ["RequestSetup", "execute_run", "request_setup", "run_tool_loop"]
+__all__ = ["RequestSetup", "execute_run", "request_setup", "run_agent", "run_tool_loop"]
 
 logger = logging.getLogger("conversations.tool_loop")
 
@@ -162,7 +162,7 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
                 raise ConfigurationError("the run has no profile, so a provider must be given")
             provider = build_provider(profile)
         settings = started.tool_settings if started is not None else None
-        setup = request_setup(profile=profile, settings=settings, run_child=_run_child)
+        setup = request_setup(profile=profile, settings=settings, run_child=run_agent)
         request = with_output(setup, output_spec(run))
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
@@ -199,10 +199,13 @@ def _agent_facts(run: Run) -> dict[str, str]:
     }
 
 
-def _run_child(
-    *, conversation: Conversation, content: str, profile: Profile, parent_run: Run
+def run_agent(
+    *, conversation: Conversation, content: str, profile: Profile, parent_run: Run | None
 ) -> Run:
-    """An agent call's child run, driven to its end in this thread (see ``agents``)."""
+    """An agent's run, started by ``parent_run``'s call, driven to its end in this thread.
+
+    What the agent tools (``agents.agent_tools``) run; ``/mcp/`` serves them with it.
+    """
     schema = output_schema_for(schema=None, profile=profile)
     provider = build_provider(profile)
     try:
