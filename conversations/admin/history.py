@@ -25,6 +25,7 @@ from conversations.selectors.search import matching_conversations
 from conversations.services import cancel_run, delete_conversation, recover_runs
 from conversations.services.loop import answer_open_calls
 
+from .agents import cost_with_agents, run_tree
 from .columns import compact_count, titled
 from .display import (
     ReadOnlyAdmin,
@@ -309,6 +310,8 @@ class RunAdmin(ReadOnlyAdmin):
         "final_answer",
         "output_schema_link",
         "structured_output",
+        "agent_costs",
+        "agent_tree",
         "trace",
     )
     fieldsets = (
@@ -338,6 +341,14 @@ class RunAdmin(ReadOnlyAdmin):
                 "fields": (("structured_output", "output_schema_link"),),
                 "description": "The validated JSON the run ended in, beside the schema it "
                 "satisfies; a repair turn, when there was one, is the user message in the trace.",
+            },
+        ),
+        (
+            "Agents",
+            {
+                "fields": ("agent_costs", "agent_tree"),
+                "description": "The runs its agent calls started (and the run whose call "
+                "started it), with what each cost.",
             },
         ),
         ("Trace", {"fields": ("trace",)}),
@@ -421,6 +432,14 @@ class RunAdmin(ReadOnlyAdmin):
             return "-"
         link = object_link(schema, site=self.admin_site.name)
         return format_html("{}<pre>{}</pre>", link, pretty_json(schema.schema))
+
+    @admin.display(description="cost")
+    def agent_costs(self, obj):
+        return cost_with_agents(obj)
+
+    @admin.display(description="run tree")
+    def agent_tree(self, obj):
+        return run_tree(obj, site=self.admin_site.name)
 
     @admin.display(description="output")
     def structured_output(self, obj):

@@ -73,3 +73,37 @@ def test_a_new_profile_may_call_agents(admin_client, openai_model, profiles):
 
     saved = Profile.objects.get(slug="research")
     assert (list(saved.agents.all()), saved.agent_timeout) == ([profiles[0]], 30.0)
+
+
+def test_a_runs_page_shows_its_own_cost_the_total_with_its_agents_and_the_run_tree(
+    admin_client, user, openai_model, profiles
+):
+    from decimal import Decimal
+
+    from conversations.models import Conversation, Run
+
+    def run(profile, cost, parent=None):
+        conversation = Conversation.objects.create(owner=user, profile=profile)
+        return Run.objects.create(
+            conversation=conversation,
+            profile=profile,
+            status=Run.Status.COMPLETED,
+            max_iterations=4,
+            cost=cost,
+            parent_run=parent,
+            root_run=(parent.root_run or parent) if parent else None,
+        )
+
+    lead = run(profiles[0], Decimal("0.5"))
+    helper = run(profiles[1], Decimal("0.25"), parent=lead)
+    digger = run(profiles[2], None, parent=helper)
+
+    page = admin_client.get(admin_url(helper, "change")).content.decode()
+
+    assert "0.25 own · 0.25 with its agents" in page
+    assert page.index("p0: Completed · 0.5") < page.index("p1: Completed · 0.25")
+    assert page.index("p1: Completed · 0.25") < page.index("p2: Completed · -")
+    assert f"<strong><a href=\"{admin_url(helper, 'change')}\">" in page
+    lead_page = admin_client.get(admin_url(lead, "change")).content.decode()
+    assert "0.5 own · 0.75 with its agents" in lead_page
+    assert admin_url(digger, "change") in lead_page
