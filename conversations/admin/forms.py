@@ -231,6 +231,9 @@ class ProfileForm(forms.ModelForm):
             field.queryset = field.queryset.select_related("provider")
             # Django's documented per-instance hook; the stubs only know the method.
             field.label_from_instance = _model_label  # type: ignore[method-assign]
+        timeout = self.fields.get("agent_timeout")
+        if timeout is not None:
+            timeout.required = False
         temperature = self.fields.get("temperature")
         if temperature is not None:
             help_text = "Empty = the model's default."
@@ -238,6 +241,13 @@ class ProfileForm(forms.ModelForm):
                 warning = temperature_warning(self.instance, always=True)
                 help_text = f"{help_text} {warning}" if warning else help_text
             temperature.help_text = help_text
+
+    def clean_agent_timeout(self) -> float:
+        # Left empty (a form that does not show it): the profile keeps what it has.
+        value = self.cleaned_data.get("agent_timeout")
+        if value is None:
+            return float(self.instance.agent_timeout)
+        return float(value)
 
     def clean_agents(self) -> Any:
         agents = self.cleaned_data.get("agents")

@@ -298,7 +298,6 @@ def profile_data(openai_model, **overrides):
         "allowed_tools": "",
         "tool_choice": "auto",
         "approval": "default",
-        "agent_timeout": "300",
         "is_active": "on",
     }
     data.update(overrides)
