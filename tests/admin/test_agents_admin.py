@@ -103,7 +103,7 @@ def test_a_runs_page_shows_its_own_cost_the_total_with_its_agents_and_the_run_tr
     assert "0.25 own · 0.25 with its agents" in page
     assert page.index("p0: Completed · 0.5") < page.index("p1: Completed · 0.25")
     assert page.index("p1: Completed · 0.25") < page.index("p2: Completed · -")
-    assert f"<strong><a href=\"{admin_url(helper, 'change')}\">" in page
+    assert f'<strong><a href="{admin_url(helper, "change")}">' in page
     lead_page = admin_client.get(admin_url(lead, "change")).content.decode()
     assert "0.5 own · 0.75 with its agents" in lead_page
     assert admin_url(digger, "change") in lead_page

@@ -14,7 +14,9 @@ def test_each_agent_run_is_one_data_part_holding_its_latest_state():
     parts = AgentParts()
 
     chunks = [
-        *parts.on_event(event("agent.started", run="r1", conversation="c1", profile="finder")),
+        *parts.on_event(
+            event("agent.started", run="r1", conversation="c1", profile="finder", call_id="k1")
+        ),
         *parts.on_event(event("agent.text.delta", run="r1", seq=1, text="Fo")),
         *parts.on_event(event("agent.changed", run="r1")),
         *parts.on_event(event("agent.text.delta", run="r1", seq=2, text="und")),
@@ -28,6 +30,7 @@ def test_each_agent_run_is_one_data_part_holding_its_latest_state():
     assert chunks[-1]["data"] == {
         "run": "r1",
         "conversation": "c1",
+        "call_id": "k1",
         "profile": "finder",
         "status": "completed",
         "text": "Found",

@@ -517,7 +517,7 @@ def test_the_parents_event_stream_carries_the_childs_progress_in_order(user, par
     assert "".join(d["text"] for d in deltas) == "Found it."
     assert [d["seq"] for d in deltas] == sorted(d["seq"] for d in deltas)
     assert "agent.changed" in kinds
-    assert agent[0][1]["profile"] == "finder"
+    assert (agent[0][1]["profile"], agent[0][1]["call_id"]) == ("finder", "c_finder")
     assert agent[-1][1]["status"] == "completed"
     # The parent's own deltas are its own answer's only.
     assert "".join(e.data["text"] for e in seen if e.type == "text.delta") == "Ok."

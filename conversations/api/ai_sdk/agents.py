@@ -33,10 +33,17 @@ class AgentParts:
             return []
         state = self._agents.setdefault(
             run,
-            {"run": run, "conversation": None, "profile": "", "status": "running", "text": ""},
+            {
+                "run": run,
+                "conversation": None,
+                "call_id": "",
+                "profile": "",
+                "status": "running",
+                "text": "",
+            },
         )
         if kind in ("started", "finished"):
-            for key in ("conversation", "profile", "status"):
+            for key in ("conversation", "call_id", "profile", "status"):
                 if isinstance(event.data.get(key), str):
                     state[key] = event.data[key]
         elif kind == "text.delta" and isinstance(event.data.get("text"), str):

@@ -69,7 +69,7 @@ AGENT_PARAMETERS: dict[str, Any] = {
 }
 """The arguments of every agent tool."""
 
-_STOPPED = {
+_STOPPED: dict[str, str] = {
     Run.Status.BUDGET_EXHAUSTED: "the agent was stopped by a budget",
     Run.Status.CANCELLED: "the agent was cancelled",
     Run.Status.INTERRUPTED: "the agent was interrupted",
@@ -166,9 +166,9 @@ def _hand_over(agent: Profile, run_child: RunChild | None) -> Callable[..., str]
         if call.run_id is None:
             return _for_user(agent, run_child, task, context, call.user_id)
         row = ToolCallRow.objects.select_related("conversation").get(
-            conversation_id=call.conversation_id, call_id=call.call_id
+            conversation_id=str(call.conversation_id), call_id=call.call_id
         )
-        parent = Run.objects.get(pk=call.run_id)
+        parent = Run.objects.get(pk=str(call.run_id))
         if parent.cancel_requested:
             raise ToolError(_STOPPED[Run.Status.CANCELLED])
         earlier = _earlier_child(row)

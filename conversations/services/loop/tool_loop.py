@@ -170,7 +170,8 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
     # Without a profile (a provider given directly) answers are asked for whole, as always.
     live = LiveRun(run.pk, stream=profile is not None and profile.stream, callers=callers_of(run))
     round_ = Round(run, provider, request, CancelWatch(run), live)
-    live.agent_event("started", _agent_facts(run))
+    facts = _agent_facts(run) if live.callers else {}
+    live.agent_event("started", facts)
     try:
         with (
             Heartbeat(run, interval=app_settings().RUN_LEASE_SECONDS / 3),
@@ -186,16 +187,22 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
         # However the run stopped, nothing streams any more and watchers re-read.
         live.clear()
         live.changed()
-        live.agent_event("finished", {**_agent_facts(run), "status": run.status})
+        live.agent_event("finished", {**facts, "status": run.status})
         if built:
             close_provider(provider)
 
 
 def _agent_facts(run: Run) -> dict[str, str]:
-    """What ``agent.started`` and ``agent.finished`` say about an agent's run."""
+    """What ``agent.started`` and ``agent.finished`` say about an agent's run (one query)."""
+    call = (
+        ToolCallRow.objects.filter(agent_conversations=run.conversation_id)
+        .values_list("call_id", flat=True)
+        .first()
+    )
     return {
         "conversation": str(run.conversation_id),
         "profile": run.profile.slug if run.profile else "",
+        "call_id": call or "",
     }
 
 
