@@ -59,6 +59,7 @@ from .listings import (
     run_trace,
     run_with_calls,
     runs_with_calls,
+    with_agent_conversation,
     with_tool_calls,
 )
 from .outputs import owned_output_schemas, owned_outputs
@@ -111,5 +112,6 @@ __all__ = [
     "tool_settings",
     "transcript_tail",
     "visible_approvals",
+    "with_agent_conversation",
     "with_tool_calls",
 ]

@@ -48,6 +48,7 @@ __all__ = [
     "run_trace",
     "run_with_calls",
     "runs_with_calls",
+    "with_agent_conversation",
     "with_tool_calls",
 ]
 
@@ -118,10 +119,15 @@ _PROVIDER_ACTIVITY = (
 )
 
 
+def with_agent_conversation(*, calls: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+    """``calls``, each with the conversation of the agent it ran (``agent_conversation_id``)."""
+    agent = Conversation.objects.filter(parent_tool_call=OuterRef("pk")).values("pk")[:1]
+    return calls.annotate(agent_conversation_id=Subquery(agent))
+
+
 def _calls() -> QuerySet[ToolCall]:
     """A message's calls in order, each with the conversation of the agent it ran, if any."""
-    agent = Conversation.objects.filter(parent_tool_call=OuterRef("pk")).values("pk")[:1]
-    return ToolCall.objects.order_by("index").annotate(agent_conversation_id=Subquery(agent))
+    return with_agent_conversation(calls=ToolCall.objects.order_by("index"))
 
 
 def with_tool_calls(*, messages: QuerySet[Message]) -> QuerySet[Message]:

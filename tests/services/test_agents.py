@@ -246,6 +246,9 @@ def test_a_childs_conversation_is_not_listed_but_can_be_opened(user, parent, mee
 
     assert [item["id"] for item in listed] == [str(conversation.pk)]
     assert client.get(f"/api/conversations/{child.pk}/").status_code == 200
+    messages = client.get(f"/api/conversations/{conversation.pk}/messages/").json()["results"]
+    (call,) = [c for m in messages for c in m["tool_calls"]]
+    assert call["agent_conversation"] == str(child.pk)
 
 
 def test_the_run_api_shows_the_children_and_the_cost_of_the_whole_tree(user, parent, meeting):

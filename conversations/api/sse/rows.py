@@ -64,6 +64,7 @@ from conversations.models import (
     ToolApproval,
     ToolCall,
 )
+from conversations.selectors import with_agent_conversation
 
 __all__ = ["STRIDE", "RowEvents", "RunEvent"]
 
@@ -133,7 +134,7 @@ class RowEvents:
         status, schema_id = found
         ended = status not in BUSY_RUN_STATUSES
         floor = max(self.after, 0) // STRIDE
-        calls = ToolCall.objects.select_related("approval")
+        calls = with_agent_conversation(calls=ToolCall.objects.select_related("approval"))
         messages = list(
             Message.objects.filter(run_id=self.run_id, position__gte=floor)
             .select_related("tool_call", "model_call")

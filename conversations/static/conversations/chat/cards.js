@@ -5,6 +5,7 @@
  * line that sums the result up.
  */
 
+import { buildAgent } from "./agents.js";
 import { callStatusWord, formatDuration, oneLine, prettyJson } from "./format.js";
 import { el, ui } from "./dom.js";
 import { callStatus, state } from "./state.js";
@@ -58,6 +59,7 @@ export function buildCard(call, open) {
         { className: "llm-tool-arguments" },
         hasRawArguments(call) ? call.raw_arguments : JSON.stringify(call.arguments || {}, null, 2)
       ),
+      buildAgent(call),
       held && buildApproval(call),
       el("h3", null, "Result"),
       result

@@ -9,7 +9,9 @@
  */
 
 import { setProgress, showError } from "./alerts.js";
+import { agentEvent } from "./agents.js";
 import { api, runUrl } from "./api.js";
+import { refreshCard } from "./cards.js";
 import { updateCall } from "./runs.js";
 import { renderMessages } from "./transcript.js";
 import { isEventStream, readEventStream } from "./sse.js";
@@ -139,6 +141,11 @@ function dispatch(event) {
   } else if (type === "tool_call_finished") {
     updateCall(data.call);
     renderMessages([data.message]);
+  } else if (type.startsWith("agent.")) {
+    const callId = agentEvent(type, data);
+    if (callId) {
+      refreshCard(callId);
+    }
   }
   if (type === "approval.decided") {
     ui.stop.hidden = !isCurrent(following.conversationId);

@@ -71,7 +71,9 @@ export function updateCall(call, position) {
   if (!message) {
     return;
   }
-  message.tool_calls = (message.tool_calls || []).map((c) => (c.id === call.id ? call : c));
+  // An event's copy of a call may not name its agent's conversation: the stored one keeps it.
+  const merged = (c) => ({ ...call, agent_conversation: call.agent_conversation || c.agent_conversation });
+  message.tool_calls = (message.tool_calls || []).map((c) => (c.id === call.id ? merged(c) : c));
   renderMessage(message);
 }
 

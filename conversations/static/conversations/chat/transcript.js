@@ -3,6 +3,7 @@
  * are rendered Markdown; what users typed and what tools returned stay text.
  */
 
+import { resetAgents } from "./agents.js";
 import { decorate } from "./branches.js";
 import { buildCard, refreshCard } from "./cards.js";
 import { $, el, keepingScroll, scrollToEnd, ui } from "./dom.js";
@@ -156,6 +157,7 @@ export function redrawPositions(positions) {
 
 export function resetTranscript(text) {
   resetConversationState();
+  resetAgents();
   ui.transcript.replaceChildren();
   if (text) {
     ui.transcript.append(el("p", { id: "llm-placeholder", className: "llm-placeholder" }, text));
