@@ -277,3 +277,24 @@ def test_a_client_that_reconnects_gets_the_same_text_from_snapshot_and_later_del
     turns = [e for e in after if e["event"] == "assistant_turn"]
     assert turns[-1]["data"]["message"]["content"] == whole
     assert all(e["id"] is None or e["id"] > last_id for e in after)
+
+
+def test_an_agents_events_are_relayed_as_they_come_without_ids(running):
+    events.set_inflight(running.pk, snapshot(0, ""))
+    stream = NotifiedOnly(running.pk)
+    chunks = stream.iter_sync(stream.poll())
+    next(chunks), next(chunks), next(chunks)  # retry, run_started, inflight
+    started = {"run": "agent-run", "conversation": "c", "profile": "helper", "call_id": "k"}
+    events.publish(running.pk, "agent.started", started)
+    # An agent's deltas carry its own seq: they neither skip nor repeat the run's.
+    events.publish(running.pk, "agent.text.delta", {"run": "agent-run", "seq": 7, "text": "Hi"})
+    events.publish(running.pk, "agent.finished", {**started, "status": "completed"})
+    end(running)
+    rest = parse(b"".join(chunks))
+    assert [(e["event"], e["id"]) for e in rest] == [
+        ("agent.started", None),
+        ("agent.text.delta", None),
+        ("agent.finished", None),
+        ("run_finished", STRIDE - 1),
+    ]
+    assert rest[1]["data"] == {"run": "agent-run", "seq": 7, "text": "Hi"}
