@@ -176,7 +176,7 @@ def _run(user, profile, provider) -> Run:
     return execute_run(run=_start(user, profile, provider), provider=provider)
 
 
-_VOLATILE = {"id", "pk", "run", "conversation", "message", "tool_call", "created_at"}
+_VOLATILE = {"id", "pk", "run", "root_run", "conversation", "message", "tool_call", "created_at"}
 
 
 def _record(run: Run) -> dict[str, Any]:
