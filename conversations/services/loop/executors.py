@@ -150,8 +150,10 @@ def resume_parent(run: Run) -> bool:
     children ending at once only one resumes it. Call it after ``run`` was
     executed; with the ``inline`` executor the parent runs to its end here.
     """
-    run.refresh_from_db(fields=["status", "parent_run"])
-    if run.parent_run_id is None or run.status in BUSY_RUN_STATUSES:
+    if run.parent_run_id is None:
+        return False  # set when the run is created: no query for a run of its own
+    run.refresh_from_db(fields=["status"])
+    if run.status in BUSY_RUN_STATUSES:
         return False
     parent = Run.objects.filter(pk=run.parent_run_id)
     taken = (
