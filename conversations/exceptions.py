@@ -27,6 +27,7 @@ to clients unchanged, so codes are part of the public contract.
         ├── ProviderAuthenticationError     401 / 403
         ├── ProviderRateLimited             429 (``retry_after`` in seconds, if sent)
         ├── ProviderHTTPError               any other non-2xx (``status_code``, short body)
+        ├── ContextTooLarge                 the request does not fit the model's context window
         └── ProviderResponseError           a 2xx body we cannot understand
             └── ProviderInvalidResponse     a value the store cannot hold, or too big
 
@@ -44,6 +45,7 @@ __all__ = [
     "ApprovalPending",
     "BudgetExceeded",
     "ConfigurationError",
+    "ContextTooLarge",
     "ConversationBusy",
     "ConversationsError",
     "ExecutorUnavailable",
@@ -269,6 +271,27 @@ class ProviderHTTPError(ProviderError):
         super().__init__(message)
         self.status_code = status_code
         self.body = body
+
+
+class ContextTooLarge(ProviderError):
+    """The request does not fit the model's context window: found before sending it
+    (``position`` and ``tokens`` name the message, or the view, too big), or said by the
+    vendor (``status_code``)."""
+
+    code = "context_too_large"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        position: int | None = None,
+        tokens: int | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.position = position
+        self.tokens = tokens
+        self.status_code = status_code
 
 
 class ProviderResponseError(ProviderError):

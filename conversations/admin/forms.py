@@ -220,6 +220,7 @@ class ProfileForm(forms.ModelForm):
             "stream",
             "agents",
             "agent_timeout",
+            "context_strategy",
             "is_active",
             "is_default",
         )

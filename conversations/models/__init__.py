@@ -24,7 +24,14 @@ importable from here, which is also where migrations find ``JSONTypeOf``;
 """
 
 from .approvals import ApprovalDecision, ApprovalLevel, ToolApproval
-from .config import ApprovalPolicy, LanguageModel, Profile, Provider, ToolSetting
+from .config import (
+    ApprovalPolicy,
+    ContextStrategy,
+    LanguageModel,
+    Profile,
+    Provider,
+    ToolSetting,
+)
 from .constraints import JSONTypeOf
 from .feedback import MAX_TAG_LENGTH, MAX_TAGS, Evaluation, Feedback, Score, ScoreSource
 from .mcp import MCPCall, MCPServer, MCPTool, MCPTransport
@@ -54,6 +61,7 @@ __all__ = [
     "Budget",
     "BudgetCounter",
     "Citation",
+    "ContextStrategy",
     "Conversation",
     "ConversationKind",
     "Evaluation",

@@ -9,7 +9,14 @@ from conversations.domain.storable import MAX_NAME_LENGTH
 
 from .constraints import is_json, non_negative, not_empty, null_or_json
 
-__all__ = ["ApprovalPolicy", "LanguageModel", "Profile", "Provider", "ToolSetting"]
+__all__ = [
+    "ApprovalPolicy",
+    "ContextStrategy",
+    "LanguageModel",
+    "Profile",
+    "Provider",
+    "ToolSetting",
+]
 
 
 class ApprovalPolicy(models.TextChoices):
@@ -174,6 +181,13 @@ class LanguageModel(models.Model):
         return self.name or self.model_id
 
 
+class ContextStrategy(models.TextChoices):
+    """What a profile's runs do when the history outgrows the model's context window."""
+
+    TRUNCATE = "truncate", "Send the newest whole turns"
+    FAIL = "fail", "End the run context_too_large"
+
+
 class Profile(models.Model):
     """A named way to talk: model, system prompt, sampling, tool policy."""
 
@@ -250,6 +264,14 @@ class Profile(models.Model):
         default=300.0,
         help_text="Seconds a run of this profile may take when another profile calls it as "
         "an agent; a longer one is cancelled and the caller's call answered timed out.",
+    )
+    context_strategy = models.CharField(
+        max_length=16,
+        choices=ContextStrategy,
+        default=ContextStrategy.TRUNCATE,
+        help_text="When the history outgrows the model's context window: send the newest "
+        'whole turns ("truncate") or end the run context_too_large ("fail"). The stored '
+        "history never changes (docs/context.md).",
     )
     is_active = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)

@@ -219,6 +219,11 @@ class Message(models.Model):
     )
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     provider_metadata = models.JSONField(default=dict, blank=True, decoder=DeepJSONDecoder)
+    token_estimate = models.PositiveIntegerField(
+        default=0,
+        help_text="About how many tokens the message is on the wire, estimated offline when "
+        "it was stored (what choosing a context window's view reads; docs/context.md).",
+    )
     is_error = models.BooleanField(
         default=False, help_text="A tool result that reports a failure (flagged to providers)."
     )

@@ -71,6 +71,12 @@ class ModelCall(models.Model):
         related_name="model_call",
         help_text="The assistant message the call produced (empty when it failed).",
     )
+    first_position = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The position of the first stored message the call sent (what came before "
+        "was left out to fit the context window); empty: it sent no stored message.",
+    )
     provider = models.CharField(max_length=100, blank=True)
     model = models.CharField(
         max_length=MAX_NAME_LENGTH,

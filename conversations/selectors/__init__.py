@@ -30,6 +30,7 @@ from .feedback import (
     run_scores,
 )
 from .history import (
+    Reported,
     TranscriptTail,
     get_history,
     history_and_tail,
@@ -66,6 +67,7 @@ from .outputs import owned_output_schemas, owned_outputs
 
 __all__ = [
     "FeedbackRate",
+    "Reported",
     "ToolSettings",
     "TranscriptTail",
     "active_profiles",

@@ -6,12 +6,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Exists, Max, OuterRef
+from django.db.models import (
+    Case,
+    Exists,
+    F,
+    Max,
+    OuterRef,
+    Subquery,
+    Sum,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import Coalesce
 
 from conversations import domain
 from conversations.models import Conversation, Message, Profile, ToolCall
 
 __all__ = [
+    "Reported",
     "TranscriptTail",
     "get_history",
     "history_and_tail",
@@ -74,6 +87,18 @@ def message_to_domain(
     return _message((*row, message.provider_metadata, tool_call_id), tool_calls)
 
 
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """What the provider reported for the last answered call of a history read with a bound."""
+
+    prompt_tokens: int
+    """The input tokens it reported: exact for what that call sent."""
+    first_position: int
+    """The first stored position it sent."""
+    answer_position: int
+    """The position of its answer (it sent the messages before it)."""
+
+
 @dataclass(slots=True)
 class TranscriptTail:
     """The end of a stored conversation, as the one writer holding it keeps it in memory.
@@ -90,7 +115,12 @@ class TranscriptTail:
     open_calls: dict[str, ToolCall | int] = field(default_factory=dict)
     """Unanswered calls, call id -> row (or its primary key), in call order."""
     used_call_ids: set[str] = field(default_factory=set)
-    """Every call id of the conversation (they are unique per conversation)."""
+    """Every call id of the conversation (they are unique per conversation); of the messages
+    read, when the read was bounded (the database refuses a duplicate of an older one)."""
+    first_position: int = 0
+    """Position of the first message read (more than 0: a bounded read left older ones out)."""
+    reported: Reported | None = None
+    """The provider's report on the last answered call read (a bounded read only)."""
 
     def advance(self, rows: Iterable[Message]) -> None:
         """Take appended rows into account (their calls as the prefetched relation)."""
@@ -118,13 +148,47 @@ def get_history(*, conversation: Conversation) -> list[domain.ChatMessage]:
     return _history(conversation)[0]
 
 
-def _history(conversation: Conversation) -> tuple[list[domain.ChatMessage], TranscriptTail]:
-    rows = (
-        Message.objects.filter(conversation=conversation)
-        .order_by("position", "tool_calls__index")
-        .values_list(*_ROW_FIELDS)
+_REPORT_FIELDS = ("prompt_tokens", "usage_estimated", "model_call__first_position")
+"""Read with a bounded history: an answer's reported input tokens and its call's first position."""
+
+
+def _bound(conversation: Conversation, within: int) -> Coalesce:
+    """The position a bounded read starts at: the oldest user message from which the stored
+    estimates to the end add up to at most ``within``; else the last user message; else 0.
+
+    One window sum over the conversation's ``(conversation, position)`` index, evaluated
+    inside the read's own statement.
+    """
+    mine = Message.objects.filter(conversation=conversation)
+    running = Window(Sum("token_estimate"), order_by=F("position").desc())
+    # The role is tested on the window's result: a plain filter on it would be applied
+    # before the sum, which would then add up the user messages alone.
+    at_user = Case(When(role=domain.Role.USER.value, then=running), default=None)
+    fits = (
+        mine.annotate(at_user=at_user)
+        .filter(at_user__lte=within)
+        .order_by("position")
+        .values("position")[:1]
     )
+    last_user = (
+        mine.filter(role=domain.Role.USER.value).order_by("-position").values("position")[:1]
+    )
+    return Coalesce(Subquery(fits), Subquery(last_user), Value(0))
+
+
+def _history(
+    conversation: Conversation, within: int | None = None
+) -> tuple[list[domain.ChatMessage], TranscriptTail]:
+    """The history and its tail; ``within`` (estimated tokens): only the newest messages that
+    any view within that many tokens could send (see :func:`_bound`), with the report of the
+    last answered call among them."""
+    mine = Message.objects.filter(conversation=conversation)
+    fields: tuple[str, ...] = _ROW_FIELDS
+    if within is not None:
+        mine = mine.filter(position__gte=_bound(conversation, within))
+        fields = (*_ROW_FIELDS, *_REPORT_FIELDS)
     tail = TranscriptTail()
+    rows = mine.order_by("position", "tool_calls__index").values_list(*fields)
     answered: set[int] = set()
     calls: list[tuple[int, str]] = []
     history: list[domain.ChatMessage] = []
@@ -135,10 +199,14 @@ def _history(conversation: Conversation) -> tuple[list[domain.ChatMessage], Tran
             if message is not None:
                 history.append(_message(message, own_calls))
             message, own_calls = (*row[:6], row[7]), []
+            if tail.last_position < 0:
+                tail.first_position = row[1]
             tail.last_position = row[1]
             if row[6] is not None:
                 answered.add(row[6])
-        call_pk, call_id, name, arguments, raw_arguments = row[8:]
+            if within is not None and row[13] and not row[14] and row[15] is not None:
+                tail.reported = Reported(row[13], row[15], row[1])
+        call_pk, call_id, name, arguments, raw_arguments = row[8:13]
         if call_pk is not None:
             own_calls.append(
                 domain.ToolCall(
@@ -180,10 +248,15 @@ def history_for_provider(
 
 
 def history_and_tail(
-    *, conversation: Conversation, profile: Profile | None
+    *, conversation: Conversation, profile: Profile | None, within: int | None = None
 ) -> tuple[list[domain.ChatMessage], TranscriptTail]:
-    """:func:`history_for_provider` and the conversation's :class:`TranscriptTail`, same queries."""
-    history, tail = _history(conversation)
+    """:func:`history_for_provider` and the conversation's :class:`TranscriptTail`, same queries.
+
+    ``within`` (estimated tokens; a run whose model has a context window): only the newest
+    messages a view within that many tokens could send are read, from a whole turn on, in
+    the same single query (the tail's ``first_position`` says where it starts).
+    """
+    history, tail = _history(conversation, within)
     if profile is not None and profile.system_prompt:
         return [domain.ChatMessage.system(profile.system_prompt), *history], tail
     return history, tail

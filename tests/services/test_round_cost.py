@@ -231,3 +231,19 @@ def test_a_lean_turn_stores_what_the_loop_always_stored(user, echo_tool):
     assert (run.iterations, run.cost, run.unpriced_calls) == (ROUNDS + 1, 0, 0)
     # Bumped by every append (with the time taken just before the rows were written).
     assert run.conversation.updated_at >= messages[-2].created_at
+
+
+def test_a_context_window_costs_no_statement_more(user, echo_tool, profile):
+    """The view of each call is chosen in memory; the start reads the history in one query."""
+    model = profile.language_model
+    model.context_window = 100_000
+    model.save()
+    profile.system_prompt, profile.max_iterations = "", ROUNDS + 1
+    profile.save()
+    counter = counted_turn(user, 20, profile=profile)
+    rounds = [counter.between(i, i + 1) for i in range(1, ROUNDS + 1)]
+    assert rounds == [(ROUND_STATEMENTS, ROUND_COMMITS)] * ROUNDS
+    start = counter.between(0, 1)
+    assert start[0] <= START_STATEMENTS and start[1] == START_COMMITS, start
+    positions = ModelCall.objects.order_by("started_at").values_list("first_position", flat=True)
+    assert set(positions) == {0}

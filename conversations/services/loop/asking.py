@@ -38,6 +38,7 @@ from conversations.providers.structured import unwrap_output_tool
 from ..usage import tracing
 from ..usage.budgets import BudgetCheck, check_budgets
 from ..usage.ledger import call_cost, record_failed_call
+from .context import calibrate, view_for
 from .live import CANCELLED_FINISH_REASON, TIMEOUT_FINISH_REASON, Streamed
 from .rounds import Round, TurnState
 
@@ -60,9 +61,11 @@ class Asked:
     failure: ProviderError | None = None
     """``response`` is the text received before this error (a deadline) cut the stream:
     the loop stores it, then raises this."""
+    first_position: int | None = None
+    """The first stored position the request sent (its view; ``None``: none)."""
 
 
-def ask(round_: Round, state: TurnState) -> Asked:
+def ask(round_: Round, state: TurnState, *, shrink: float = 1.0) -> Asked:
     """One provider request, after the budgets allowed it; a failed one is recorded as such.
 
     Streamed when the profile says so (a provider without ``stream()`` answers
@@ -72,8 +75,18 @@ def ask(round_: Round, state: TurnState) -> Asked:
     request's estimated cost (see ``usage.budgets``).
     """
     run, provider, live, watch = round_.run, round_.provider, round_.live, round_.watch
-    history, specs, options = state.history, round_.request.specs, round_.request.options
-    budgets = _reserve(round_, state)
+    specs, options = round_.request.specs, round_.request.options
+    # Chosen before anything is reserved or sent: a history no view fits fails here.
+    sent = view_for(
+        history=state.history,
+        tail=state.tail,
+        profile=run.profile,
+        specs=specs,
+        context=state.context,
+        shrink=shrink,
+    )
+    history = sent.messages
+    budgets = _reserve(round_, state, history)
     started_at = budgets.started_at
     started = time.monotonic()
     name = getattr(provider, "provider_name", "provider")
@@ -124,11 +137,20 @@ def ask(round_: Round, state: TurnState) -> Asked:
             error_code=code,
             usage=estimate,
             budgets=budgets,
+            first_position=sent.first_position,
         )
         raise
     latency_ms = milliseconds(time.monotonic() - started)
+    calibrate(state.context, sent, response.usage)
     return Asked(
-        response, started_at, latency_ms, first_delta_ms, cancelled, budgets, failure=failure
+        response,
+        started_at,
+        latency_ms,
+        first_delta_ms,
+        cancelled,
+        budgets,
+        failure=failure,
+        first_position=sent.first_position,
     )
 
 
@@ -159,7 +181,7 @@ def _estimate(
     return estimate_usage(sent=history, tools=specs, received=received)
 
 
-def _reserve(round_: Round, state: TurnState) -> BudgetCheck:
+def _reserve(round_: Round, state: TurnState, sent: Sequence[ChatMessage]) -> BudgetCheck:
     """The budget check before a model call, reserving its estimated tokens and cost.
 
     Skipped when ``state`` has just read that no budget covers the run.
@@ -169,7 +191,7 @@ def _reserve(round_: Round, state: TurnState) -> BudgetCheck:
         return BudgetCheck(timezone.now())
     options = round_.request.options
     tokens = estimate_call(
-        sent=state.history, tools=round_.request.specs, max_output_tokens=options.max_tokens
+        sent=sent, tools=round_.request.specs, max_output_tokens=options.max_tokens
     )
     cost = call_cost(usage=tokens, prices=state.prices) if state.prices else None
     reserve = (tokens.prompt_tokens + tokens.completion_tokens, cost or Decimal(0))

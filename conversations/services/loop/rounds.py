@@ -24,6 +24,7 @@ from ..configuration.providers import completion_options
 from ..usage.prices import Prices
 from .agents import RunChild, agent_tools
 from .approvals import approval_levels
+from .context import ContextWindow
 from .live import LiveRun
 from .runs import CancelWatch
 
@@ -101,3 +102,5 @@ class TurnState:
     """Whether a budget covers the run, as last read (``None``: not read yet)."""
     prices: Prices | None = None
     """The language model's prices, read once per run (``None``: not read yet)."""
+    context: ContextWindow | None = None
+    """The context window each call's view fits (``None``: the whole history is sent)."""

@@ -63,6 +63,7 @@ from ..usage import tracing
 from .agents import callers_of
 from .approvals import held_calls, send_requested
 from .asking import ask
+from .context import context_window_for, read_bound
 from .heartbeat import Heartbeat
 from .live import LiveRun
 from .output import (
@@ -321,16 +322,23 @@ def _agents_wait(round_: Round) -> bool:
 def _turn_state(round_: Round, started: StartedTurn | None) -> TurnState:
     """The history and its tail, read once: the run holds the conversation (one running run
     at most), and each round keeps them in step with what it persists."""
+    run = round_.run
+    context = context_window_for(run.profile)
     if started is None:
-        run = round_.run
-        history, tail = history_and_tail(conversation=run.conversation, profile=run.profile)
-        return TurnState(history, tail)
+        history, tail = history_and_tail(
+            conversation=run.conversation, profile=run.profile, within=read_bound(run.profile)
+        )
+        return TurnState(history, tail, context=context)
     # Read when the run started, in the transaction that inserted it: no
     # cancellation could flag a run nobody else could see yet.
     assert started.history is not None  # started claimed: the history was read
     round_.watch.read(False)
     return TurnState(
-        started.history, started.tail, budgets_apply=started.budgets_apply, prices=started.prices
+        started.history,
+        started.tail,
+        budgets_apply=started.budgets_apply,
+        prices=started.prices,
+        context=context,
     )
 
 

@@ -113,6 +113,7 @@ def persist_turn(
             run_charged=True,
             budgets=asked.budgets,
             web_searches=searches,
+            first_position=asked.first_position,
         )
         # Only calls that could run need a decision; refused ones are answered on resume.
         runnable = [row for row, rejection in checked if rejection is None]

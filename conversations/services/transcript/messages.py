@@ -12,6 +12,7 @@ from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
 from conversations import domain
+from conversations.domain.context import estimate_message_tokens
 from conversations.exceptions import InvalidArgumentError
 from conversations.models import TITLE_MAX_LENGTH, Conversation, Message, Run, ToolCall
 from conversations.selectors import TranscriptTail
@@ -351,6 +352,8 @@ def _write(
             is_error=item.is_error,
             run=run,
             provider_metadata=dict(item.provider_metadata or {}),
+            # Written once, in the same insert: what choosing a call's view reads.
+            token_estimate=estimate_message_tokens(item),
             **(details.as_fields() if details is not None else {}),
         )
         if item.tool_call_id is not None:

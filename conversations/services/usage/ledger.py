@@ -93,6 +93,7 @@ def record_model_call(
     run_charged: bool = False,
     budgets: BudgetCheck | None = None,
     web_searches: int = 0,
+    first_position: int | None = None,
 ) -> ModelCall:
     """Insert the ledger row of one provider request and charge the run and its budgets.
 
@@ -108,7 +109,8 @@ def record_model_call(
     passes what :func:`price_call` returned as ``priced`` and
     ``run_charged=True``, and as ``budgets`` the check the call passed (its
     budgets are charged, its reservation settled; no budgets: none is read).
-    ``None``: the budgets covering the call now are read.
+    ``None``: the budgets covering the call now are read. ``first_position``:
+    the first stored position the request sent (its view of the history).
     """
     profile = run.profile
     prices, cost = priced if priced is not None else price_call(run=run, usage=usage)
@@ -138,6 +140,7 @@ def record_model_call(
             started_at=started_at,
             latency_ms=latency_ms,
             time_to_first_token_ms=time_to_first_token_ms,
+            first_position=first_position,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=min(usage.cached_prompt_tokens, usage.prompt_tokens),
@@ -212,6 +215,7 @@ def record_failed_call(
     error_code: str,
     usage: Usage | None = None,
     budgets: BudgetCheck | None = None,
+    first_position: int | None = None,
 ) -> ModelCall:
     """The ledger row of a request that got no usable answer.
 
@@ -229,4 +233,5 @@ def record_failed_call(
         model="",
         error_code=error_code or "error",
         budgets=budgets,
+        first_position=first_position,
     )

@@ -1,0 +1,161 @@
+"""Each model call's view of the history: the newest whole turns that fit the context window.
+
+The loop keeps the whole history it read in :class:`~.rounds.TurnState`;
+before each call :func:`view_for` chooses what of it is sent (the system
+prompt, then the newest whole turns within the budget, see
+``domain.context``), in memory: a round pays no statement for it. The run's
+:class:`ContextWindow` remembers the estimates of the messages it has sized
+and the calibration ratio, which each answered call refines with the input
+tokens the provider reported for exactly what it was sent. A profile
+without a context window on its model sends the whole history, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from conversations.domain import ChatMessage, Role, ToolSpec, Usage
+from conversations.domain.context import (
+    FAMILY_TOKEN_FACTORS,
+    MAX_RATIO,
+    MIN_RATIO,
+    Sized,
+    choose_view,
+    context_budget,
+    estimate_fixed_tokens,
+    estimate_message_tokens,
+    provider_family,
+)
+from conversations.domain.estimates import DEFAULT_OUTPUT_TOKENS
+from conversations.models import ContextStrategy, Profile
+from conversations.selectors import Reported, TranscriptTail
+
+__all__ = ["ContextWindow", "Sent", "calibrate", "context_window_for", "read_bound", "view_for"]
+
+
+@dataclass(slots=True)
+class ContextWindow:
+    """A run's context window, and what it has learnt of the sizes of its history."""
+
+    window: int
+    """The model's context window, in tokens."""
+    output: int
+    """The most one call may write (the profile's ``max_tokens``, else the model's)."""
+    factor: float
+    """The provider family's tokens per estimated token."""
+    allow_cut: bool
+    """False: the profile's strategy is ``fail`` (a view that drops anything ends the run)."""
+    ratio: float = 1.0
+    """Reported over estimated input tokens of the last answered call (1.0: none yet)."""
+    calibrated: bool = False
+    """Whether ``ratio`` comes from a report (else the last call before the run is looked at)."""
+    sizes: list[int] = field(default_factory=list)
+    """The estimates of the stored messages of the history, in order, as far as sized."""
+
+    @property
+    def scale(self) -> float:
+        return self.factor * self.ratio
+
+
+def context_window_for(profile: Profile | None) -> ContextWindow | None:
+    """The run's context window; ``None`` when its model has none (the whole history is sent)."""
+    if profile is None:
+        return None
+    model = profile.language_model
+    if not model.context_window:
+        return None
+    output = profile.max_tokens or model.max_output_tokens or DEFAULT_OUTPUT_TOKENS
+    family = provider_family(model.provider.adapter)
+    return ContextWindow(
+        window=model.context_window,
+        output=min(output, model.context_window),
+        factor=FAMILY_TOKEN_FACTORS[family],
+        allow_cut=profile.context_strategy != ContextStrategy.FAIL,
+    )
+
+
+def read_bound(profile: Profile | None) -> int | None:
+    """The stored estimates the history read must cover: more than any view can hold."""
+    context = context_window_for(profile)
+    if context is None:
+        return None
+    return int((context.window - context.output) / (context.factor * MIN_RATIO)) + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What one call sends of the history, and what the record of the call says about it."""
+
+    messages: list[ChatMessage]
+    """The system prompt, then the stored messages from ``first_position`` on."""
+    first_position: int | None
+    """The first stored position sent (``None``: no stored message)."""
+    estimated: int
+    """The estimated input tokens (unscaled) of the request: what calibration divides by."""
+
+
+def _system_count(history: Sequence[ChatMessage], profile: Profile | None) -> int:
+    # The profile's system prompt heads the history the loop read; it is never stored.
+    prompt = profile is not None and bool(profile.system_prompt)
+    return 1 if prompt and history and history[0].role is Role.SYSTEM else 0
+
+
+def view_for(
+    *,
+    history: list[ChatMessage],
+    tail: TranscriptTail,
+    profile: Profile | None,
+    specs: Sequence[ToolSpec],
+    context: ContextWindow | None,
+    shrink: float = 1.0,
+) -> Sent:
+    """The view the next call sends; raises :class:`ContextTooLarge` when none fits.
+
+    ``shrink`` (below 1): a vendor refused a view as too long, the next is that much smaller.
+    """
+    system = _system_count(history, profile)
+    stored = history[system:]
+    first = tail.last_position - len(stored) + 1
+    if context is None:
+        return Sent(history, first if stored else None, 0)
+    sizes = context.sizes
+    sizes.extend(estimate_message_tokens(message) for message in stored[len(sizes) :])
+    fixed = estimate_fixed_tokens(system=history[:system], tools=specs)
+    if not context.calibrated and tail.reported is not None:
+        _calibrate_from(context, tail.reported, first, fixed)
+    scale = context.scale
+    budget = context_budget(
+        context_window=context.window,
+        max_output_tokens=context.output,
+        fixed_tokens=int(fixed * scale),
+    )
+    entries = [
+        Sized(first + index, message.role, sizes[index], len(message.tool_calls or ()))
+        for index, message in enumerate(stored)
+    ]
+    view = choose_view(
+        entries, budget=int(budget * shrink), scale=scale, allow_cut=context.allow_cut
+    )
+    sent = [*history[:system], *stored[view.start :]]
+    return Sent(sent, first + view.start if stored else None, fixed + sum(sizes[view.start :]))
+
+
+def _calibrate_from(context: ContextWindow, reported: Reported, first: int, fixed: int) -> None:
+    """The ratio from the last call recorded before the run, when its view was read."""
+    start, end = reported.first_position - first, reported.answer_position - first
+    if 0 <= start <= end <= len(context.sizes):
+        _set_ratio(context, reported.prompt_tokens, fixed + sum(context.sizes[start:end]))
+
+
+def calibrate(context: ContextWindow | None, sent: Sent, usage: Usage) -> None:
+    """Refine the ratio with what the provider reported for the view it was just sent."""
+    if context is not None and usage.prompt_tokens and not usage.estimated:
+        _set_ratio(context, usage.prompt_tokens, sent.estimated)
+
+
+def _set_ratio(context: ContextWindow, reported: int, estimated: int) -> None:
+    if estimated > 0:
+        ratio = reported / (estimated * context.factor)
+        context.ratio = min(MAX_RATIO, max(MIN_RATIO, ratio))
+        context.calibrated = True

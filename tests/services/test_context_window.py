@@ -1,0 +1,196 @@
+"""The loop sends each call a view of the history that fits the model's context window."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conversations.domain import ChatMessage, Role, ToolCall, Usage
+from conversations.domain.context import FAMILY_TOKEN_FACTORS, estimate_message_tokens
+from conversations.models import Message, ModelCall, Run
+from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
+from conversations.selectors import history_and_tail
+from conversations.services import append_messages, run_tool_loop
+from conversations.services.loop.context import context_window_for, read_bound
+from conversations.tools import registry, tool
+
+pytestmark = pytest.mark.django_db
+
+WINDOW = 2000
+"""Tokens: with 256 written and the margin, about 1,600 are left for the history."""
+
+
+@pytest.fixture
+def windowed(profile):
+    """The demo profile on a model with a small context window."""
+    model = profile.language_model
+    model.context_window = WINDOW
+    model.save()
+    return profile
+
+
+def fill(conversation, *, turns: int, size: int = 400) -> None:
+    """``turns`` user/assistant pairs of about ``size`` estimated tokens each message."""
+    text = "w" * (size * 4)
+    messages = []
+    for index in range(turns):
+        messages += [ChatMessage.user(f"{index} {text}"), ChatMessage.assistant(f"{index} {text}")]
+    append_messages(conversation=conversation, messages=messages)
+
+
+def stored(conversation) -> list[tuple]:
+    return list(
+        Message.objects.filter(conversation=conversation)
+        .order_by("position")
+        .values_list("position", "role", "content", "provider_metadata", "token_estimate")
+    )
+
+
+def unpaired(messages) -> list[str]:
+    """Calls without a result and results without a call in what was sent."""
+    calls = {c.id for m in messages for c in m.tool_calls or ()}
+    results = {m.tool_call_id for m in messages if m.role is Role.TOOL}
+    return sorted(calls ^ results)
+
+
+def test_each_message_gets_its_token_estimate_when_it_is_stored(demo_conversation):
+    call = ToolCall(id="c1", name="lookup", arguments={"q": "weather"})
+    items = [
+        ChatMessage.user("How is the weather in Leipzig today?"),
+        ChatMessage.assistant_tool_calls([call]),
+        ChatMessage.tool_result("c1", "sunny, 21 degrees"),
+    ]
+    rows = append_messages(conversation=demo_conversation, messages=items)
+    assert [row.token_estimate for row in rows] == [estimate_message_tokens(m) for m in items]
+    assert list(
+        Message.objects.filter(conversation=demo_conversation)
+        .order_by("position")
+        .values_list("token_estimate", flat=True)
+    ) == [estimate_message_tokens(m) for m in items]
+
+
+def test_a_long_history_is_sent_as_its_newest_whole_turns_with_the_system_prompt(
+    demo_conversation, windowed
+):
+    fill(demo_conversation, turns=6)  # about 4,800 tokens: three times the budget
+    before = stored(demo_conversation)
+    provider = ScriptedProvider([scripted_text("Noted.")])
+    run = run_tool_loop(conversation=demo_conversation, content="And now?", provider=provider)
+    assert run.status == Run.Status.COMPLETED
+    (request,) = provider.requests
+    sent = request.messages
+    assert sent[0].role is Role.SYSTEM and sent[0].content == windowed.system_prompt
+    assert sent[1].role is Role.USER  # a whole turn starts the view
+    assert sent[-1].content == "And now?"
+    context = context_window_for(windowed)
+    assert context is not None
+    total = sum(estimate_message_tokens(m) for m in sent) * FAMILY_TOKEN_FACTORS["openai"]
+    assert total <= WINDOW - context.output
+    call = ModelCall.objects.get(run=run)
+    first = Message.objects.get(
+        conversation=demo_conversation, content=sent[1].content, role=Role.USER.value
+    )
+    assert call.first_position == first.position > 0
+    # The stored history is untouched: the same rows, byte for byte, plus the new turn.
+    assert stored(demo_conversation)[: len(before)] == before
+    assert Message.objects.filter(conversation=demo_conversation).count() == len(before) + 2
+
+
+def test_a_history_that_fits_is_sent_whole_and_the_call_records_position_zero(
+    demo_conversation, windowed
+):
+    fill(demo_conversation, turns=1, size=50)
+    provider = ScriptedProvider([scripted_text("Noted.")])
+    run = run_tool_loop(conversation=demo_conversation, content="Hi", provider=provider)
+    assert len(provider.requests[0].messages) == 1 + 3
+    assert ModelCall.objects.get(run=run).first_position == 0
+
+
+def test_a_turn_of_tool_rounds_keeps_every_call_with_its_result(demo_conversation, windowed):
+    fill(demo_conversation, turns=3)
+    with registry.isolated(empty=True) as tools:
+
+        @tool(registry=tools)
+        def lookup(query: str) -> str:
+            """Look something up."""
+            return "r" * 2400  # about 600 tokens a result
+
+        windowed.allowed_tools = None
+        windowed.save()
+        provider = ScriptedProvider(
+            [scripted_calls(("lookup", {"query": "a"})), scripted_text("Done.")]
+        )
+        run = run_tool_loop(conversation=demo_conversation, content="Look.", provider=provider)
+    assert run.status == Run.Status.COMPLETED, run.error_message
+    for request in provider.requests:
+        assert request.messages[0].role is Role.SYSTEM
+        assert request.messages[1].role is Role.USER
+        assert unpaired(request.messages) == []
+    # The second call still holds the call and its result (the newest turn is whole).
+    assert provider.requests[1].messages[-1].role is Role.TOOL
+    positions = list(ModelCall.objects.filter(run=run).values_list("first_position", flat=True))
+    assert all(p is not None and p > 0 for p in positions)
+
+
+def test_a_message_larger_than_the_budget_fails_the_run_before_any_call(
+    demo_conversation, windowed
+):
+    provider = ScriptedProvider([scripted_text("never asked")])
+    run = run_tool_loop(conversation=demo_conversation, content="x" * (4 * 3000), provider=provider)
+    assert run.status == Run.Status.FAILED
+    assert run.error_code == "context_too_large"
+    assert "position 0" in run.error_message and "tokens" in run.error_message
+    assert provider.requests == []
+    assert not ModelCall.objects.filter(run=run).exists()
+    assert Message.objects.get(conversation=demo_conversation).content == "x" * (4 * 3000)
+
+
+def test_the_fail_strategy_ends_the_run_instead_of_leaving_turns_out(demo_conversation, windowed):
+    windowed.context_strategy = "fail"
+    windowed.save()
+    fill(demo_conversation, turns=6)
+    provider = ScriptedProvider([scripted_text("never asked")])
+    run = run_tool_loop(conversation=demo_conversation, content="And now?", provider=provider)
+    assert (run.status, run.error_code) == (Run.Status.FAILED, "context_too_large")
+    assert "strategy is fail" in run.error_message
+    assert provider.requests == []
+
+
+def test_the_last_recorded_call_calibrates_the_next_runs_view(demo_conversation, windowed):
+    fill(demo_conversation, turns=2, size=300)
+    # The provider says the first run's request was twice the estimate.
+    first = ScriptedProvider([lambda messages, tools, options: _reporting(messages, 2.0)])
+    run_tool_loop(conversation=demo_conversation, content="One", provider=first)
+    assert len(first.requests[0].messages) == 1 + 5  # everything fitted, estimated
+    second = ScriptedProvider([scripted_text("Two.")])
+    run_tool_loop(conversation=demo_conversation, content="Two", provider=second)
+    sent = second.requests[0].messages
+    # Twice as big as estimated: only the newest turns fit now.
+    assert len(sent) < 1 + 7
+    assert sent[1].role is Role.USER and unpaired(sent) == []
+
+
+def _reporting(messages, factor: float):
+    estimate = sum(estimate_message_tokens(m) for m in messages)
+    return scripted_text("Noted.", usage=Usage(int(estimate * factor), 5))
+
+
+@pytest.mark.parametrize("turns", [5, 5000])
+def test_choosing_the_view_reads_one_query_and_only_the_rows_it_may_send(
+    demo_conversation, windowed, turns
+):
+    fill(demo_conversation, turns=turns, size=20)
+    bound = read_bound(windowed)
+    assert bound is not None
+    with CaptureQueriesContext(connection) as captured:
+        history, tail = history_and_tail(
+            conversation=demo_conversation, profile=windowed, within=bound
+        )
+    assert len(captured) == 1
+    # At most the bound's worth of 24-token messages (system prompt first), whatever the length.
+    assert len(history) - 1 <= bound // 24 + 2
+    assert tail.last_position == 2 * turns - 1
+    assert tail.first_position == 2 * turns - (len(history) - 1)
+    if turns == 5:
+        assert tail.first_position == 0
