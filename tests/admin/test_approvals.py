@@ -132,6 +132,7 @@ def test_the_profile_form_sets_the_approval_policy(admin_client, profile):
         "allowed_tools": "",
         "tool_choice": "auto",
         "approval": "always",
+        "context_strategy": "truncate",
         "is_active": "on",
     }
     assert admin_client.post(admin_url(profile), data).status_code == 302

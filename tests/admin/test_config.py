@@ -298,10 +298,29 @@ def profile_data(openai_model, **overrides):
         "allowed_tools": "",
         "tool_choice": "auto",
         "approval": "default",
+        "context_strategy": "truncate",
         "is_active": "on",
     }
     data.update(overrides)
     return data
+
+
+@pytest.mark.parametrize("strategy", ["truncate", "fail"])
+def test_a_profiles_context_strategy_is_chosen_in_the_admin(admin_client, openai_model, strategy):
+    response = admin_client.post(
+        admin_url(Profile, "add"), profile_data(openai_model, context_strategy=strategy)
+    )
+    assert response.status_code == 302
+    assert Profile.objects.get(slug="research").context_strategy == strategy
+
+
+def test_an_unknown_context_strategy_is_refused_by_the_admin(admin_client, openai_model):
+    response = admin_client.post(
+        admin_url(Profile, "add"), profile_data(openai_model, context_strategy="shrink")
+    )
+    assert response.status_code == 200
+    assert "context_strategy" in response.context["adminform"].form.errors
+    assert not Profile.objects.filter(slug="research").exists()
 
 
 @pytest.mark.parametrize(
