@@ -29,6 +29,7 @@ from conversations.domain import (
     ToolSpec,
 )
 from conversations.exceptions import (
+    ContextTooLarge,
     ProviderAuthenticationError,
     ProviderConnectionError,
     ProviderHTTPError,
@@ -39,6 +40,7 @@ from conversations.exceptions import (
 )
 
 from .boundary import check_response
+from .context_errors import is_context_length_error
 from .conversion import (
     arguments_object,
     assign_call_ids,
@@ -408,6 +410,12 @@ class HTTPProvider:
         ):
             return
         body = self._redact(text)
+        if is_context_length_error(self.provider_name, status, text):
+            raise ContextTooLarge(
+                f"{self.provider_name}: the request is longer than the model's context window "
+                f"(HTTP {status}): {body}",
+                status_code=status,
+            )
         raise ProviderHTTPError(
             f"{self.provider_name}: HTTP {status}: {body}", status_code=status, body=body
         )

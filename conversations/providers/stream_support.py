@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from conversations.exceptions import (
+    ContextTooLarge,
     ProviderAuthenticationError,
     ProviderError,
     ProviderHTTPError,
@@ -30,6 +31,7 @@ from conversations.exceptions import (
     ProviderResponseError,
 )
 
+from .context_errors import is_context_length_record
 from .conversion import fresh_call_id
 
 __all__ = ["StreamCallIds", "record_index", "record_object", "record_text", "stream_error"]
@@ -55,6 +57,8 @@ def stream_error(
     if status in (401, 403):
         return ProviderAuthenticationError(description, status_code=status)
     if status is not None and 400 <= status < 500:
+        if is_context_length_record(provider, kind, message):
+            return ContextTooLarge(description, status_code=status)
         return ProviderHTTPError(description, status_code=status, body=text)
     return ProviderResponseError(description)
 

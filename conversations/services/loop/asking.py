@@ -38,7 +38,7 @@ from conversations.providers.structured import unwrap_output_tool
 from ..usage import tracing
 from ..usage.budgets import BudgetCheck, check_budgets
 from ..usage.ledger import call_cost, record_failed_call
-from .context import calibrate, view_for
+from .context import calibrate, unbounded_window, view_for
 from .live import CANCELLED_FINISH_REASON, TIMEOUT_FINISH_REASON, Streamed
 from .rounds import Round, TurnState
 
@@ -70,12 +70,16 @@ def ask(round_: Round, state: TurnState, *, shrink: float = 1.0) -> Asked:
 
     Streamed when the profile says so (a provider without ``stream()`` answers
     whole, relayed as one piece); a cancellation that came before any text is
-    recorded as a failed request and raised. When ``state`` has just read that
-    no budget covers the run, none is checked; else the check reserves the
-    request's estimated cost (see ``usage.budgets``).
+    recorded as a failed request and raised. ``shrink`` (below 1): the vendor
+    refused the last view as too long, this one holds at most that share of it.
+    When ``state`` has just read that no budget covers the run, none is
+    checked; else the check reserves the request's estimated cost (see
+    ``usage.budgets``).
     """
     run, provider, live, watch = round_.run, round_.provider, round_.live, round_.watch
     specs, options = round_.request.specs, round_.request.options
+    if shrink < 1 and state.context is None:
+        state.context = unbounded_window()
     # Chosen before anything is reserved or sent: a history no view fits fails here.
     sent = view_for(
         history=state.history,

@@ -31,7 +31,15 @@ from conversations.domain.estimates import DEFAULT_OUTPUT_TOKENS
 from conversations.models import ContextStrategy, Profile
 from conversations.selectors import Reported, TranscriptTail
 
-__all__ = ["ContextWindow", "Sent", "calibrate", "context_window_for", "read_bound", "view_for"]
+__all__ = [
+    "ContextWindow",
+    "Sent",
+    "calibrate",
+    "context_window_for",
+    "read_bound",
+    "unbounded_window",
+    "view_for",
+]
 
 
 @dataclass(slots=True)
@@ -52,6 +60,10 @@ class ContextWindow:
     """Whether ``ratio`` comes from a report (else the last call before the run is looked at)."""
     sizes: list[int] = field(default_factory=list)
     """The estimates of the stored messages of the history, in order, as far as sized."""
+    last_view: int | None = None
+    """The scaled tokens of the stored messages the last view sent (``None``: none yet)."""
+    cap: int | None = None
+    """At most this many (scaled) tokens of history per view: set when a vendor refused one."""
 
     @property
     def scale(self) -> float:
@@ -73,6 +85,15 @@ def context_window_for(profile: Profile | None) -> ContextWindow | None:
         factor=FAMILY_TOKEN_FACTORS[family],
         allow_cut=profile.context_strategy != ContextStrategy.FAIL,
     )
+
+
+UNBOUNDED = 2**62
+"""The window of a model that has none recorded: only a vendor's refusal makes views smaller."""
+
+
+def unbounded_window() -> ContextWindow:
+    """For a run without a context window whose request a vendor refused as too long."""
+    return ContextWindow(window=UNBOUNDED, output=0, factor=1.0, allow_cut=True)
 
 
 def read_bound(profile: Profile | None) -> int | None:
@@ -112,7 +133,8 @@ def view_for(
 ) -> Sent:
     """The view the next call sends; raises :class:`ContextTooLarge` when none fits.
 
-    ``shrink`` (below 1): a vendor refused a view as too long, the next is that much smaller.
+    ``shrink`` (below 1): a vendor refused the last view as too long; this one holds at most
+    that share of its tokens.
     """
     system = _system_count(history, profile)
     stored = history[system:]
@@ -134,9 +156,15 @@ def view_for(
         Sized(first + index, message.role, sizes[index], len(message.tool_calls or ()))
         for index, message in enumerate(stored)
     ]
-    view = choose_view(
-        entries, budget=int(budget * shrink), scale=scale, allow_cut=context.allow_cut
-    )
+    if shrink < 1:
+        # The vendor counts more than the estimate: this view and the run's later ones shrink.
+        last = context.last_view
+        last = last if last is not None else int(sum(sizes) * scale)
+        context.cap = min(context.cap or last, int(last * shrink))
+    if context.cap is not None:
+        budget = min(budget, context.cap)
+    view = choose_view(entries, budget=budget, scale=scale, allow_cut=context.allow_cut)
+    context.last_view = view.tokens
     sent = [*history[:system], *stored[view.start :]]
     return Sent(sent, first + view.start if stored else None, fixed + sum(sizes[view.start :]))
 

@@ -46,6 +46,7 @@ from conversations.domain.output import check_output
 from conversations.exceptions import (
     BudgetExceeded,
     ConfigurationError,
+    ContextTooLarge,
     ConversationsError,
     ProviderError,
     RunAlreadyClaimed,
@@ -93,6 +94,9 @@ from .turns import Checked, mark_running, persist_turn
 __all__ = ["RequestSetup", "execute_run", "request_setup", "run_agent", "run_tool_loop"]
 
 logger = logging.getLogger("conversations.tool_loop")
+
+SHRINK_ON_REFUSAL = 0.75
+"""A view a vendor refused as too long is retried once, with at most this share of it."""
 
 
 def run_tool_loop(
@@ -405,7 +409,14 @@ def _answer(
     Returns the response, its calls with their rejections, and the approvals
     the turn waits for; the turn stored joins ``state.history``.
     """
-    asked = ask(round_, state)
+    try:
+        asked = ask(round_, state)
+    except ContextTooLarge as exc:
+        if exc.status_code is None:
+            raise  # found before sending: no smaller view fits either
+        # The vendor counted more than the estimate: once, a view a quarter smaller.
+        logger.warning("run %s: the provider found the request too long", round_.run.pk)
+        asked = ask(round_, state, shrink=SHRINK_ON_REFUSAL)
     # Forgotten before the turn is committed, never after: a watcher that has read
     # the stored turn then cannot read its snapshot and show the answer twice.
     round_.live.clear()
