@@ -23,14 +23,22 @@ arguments in a few pieces, pausing ``stream_delay`` seconds before each piece
 ``CONVERSATIONS_DEMO_STREAM_DELAY`` environment variable, else the
 ``DEMO_STREAM_DELAY_SECONDS`` setting, about 30 pieces a second), so the chat
 page can be watched streaming offline.
+
+A request asking for its prefix to be cached (``options.cache_key``, which the
+loop sets) reports the tokens of the longest prefix an earlier request of
+that key sent as cached input, as a provider's prompt cache would: the
+ledger shows cache reads from a conversation's second turn on, offline.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -101,6 +109,46 @@ def _summarise(result: str) -> str:
     return str(value)
 
 
+class _PromptCache:
+    """The prefixes the demo has been sent, per cache key, as a provider's prompt cache.
+
+    A request marked with ``options.cache_key`` reports as cached the tokens
+    of the longest prefix of its messages that an earlier request of the same
+    key sent whole (tools and messages equal), and is remembered in turn.
+    Bounded: the oldest prefixes are forgotten first.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def read(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], key: str | None
+    ) -> int:
+        if key is None:
+            return 0
+        digest = hashlib.sha256(key.encode())
+        digest.update(json.dumps([spec.to_dict() for spec in tools], sort_keys=True).encode())
+        prefixes: list[tuple[str, int]] = []
+        tokens = 0
+        for message in messages:
+            digest.update(message.to_json().encode())
+            tokens += _estimate_tokens(message.content)
+            prefixes.append((digest.hexdigest(), tokens))
+        with self._lock:
+            cached = next((n for h, n in reversed(prefixes) if h in self._seen), 0)
+            if prefixes:
+                self._seen[prefixes[-1][0]] = None
+                self._seen.move_to_end(prefixes[-1][0])
+                while len(self._seen) > self._size:
+                    self._seen.popitem(last=False)
+        return cached
+
+
+_PROMPT_CACHE = _PromptCache()
+
+
 class DemoProvider:
     """Deterministic, offline stand-in for a model; see the module docstring."""
 
@@ -150,16 +198,17 @@ class DemoProvider:
         if self.latency:
             time.sleep(self.latency)
         prompt_tokens = sum(_estimate_tokens(m.content) for m in messages)
+        cached = _PROMPT_CACHE.read(messages, tools, options.cache_key)
         results = self._trailing_results(messages)
         if results:
             content = self._answer(results)
-            return self._response(content, options, prompt_tokens)
+            return self._response(content, options, prompt_tokens, cached)
         last_user = next((m for m in reversed(messages) if m.role is Role.USER), None)
         searched = DEMO_SEARCH.search(last_user.content if last_user else "")
         if searched and any(tool.kind == "web_search" for tool in options.provider_tools):
             content, activity, citations = search_answer(searched.group(1))
             return dataclasses.replace(
-                self._response(content, options, prompt_tokens),
+                self._response(content, options, prompt_tokens, cached),
                 provider_tool_calls=(activity,),
                 citations=citations,
             )
@@ -169,22 +218,22 @@ class DemoProvider:
             return CompletionResponse(
                 content="",
                 model=options.model,
-                usage=Usage(prompt_tokens, 8 * len(calls)),
+                usage=Usage(prompt_tokens, 8 * len(calls), cached_prompt_tokens=cached),
                 finish_reason="tool_calls",
                 provider=self.provider_name,
                 tool_calls=tuple(calls),
             )
-        return self._response(HELP_TEXT, options, prompt_tokens)
+        return self._response(HELP_TEXT, options, prompt_tokens, cached)
 
     def _response(
-        self, content: str, options: CompletionOptions, prompt: int
+        self, content: str, options: CompletionOptions, prompt: int, cached: int = 0
     ) -> CompletionResponse:
         if options.output_schema is not None:
             content = json.dumps(sample_value(options.output_schema.schema), ensure_ascii=False)
         return CompletionResponse(
             content=content,
             model=options.model,
-            usage=Usage(prompt, _estimate_tokens(content)),
+            usage=Usage(prompt, _estimate_tokens(content), cached_prompt_tokens=cached),
             provider=self.provider_name,
         )
 

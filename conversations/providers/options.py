@@ -44,6 +44,10 @@ class CompletionOptions:
     provider_tools: tuple[ProviderTool, ...] = ()
     """Tools the provider runs itself; an adapter offers each in its own form or refuses
     it (see :mod:`conversations.providers.provider_tools`)."""
+    cache_key: str | None = None
+    """A stable key of the conversation the request continues: the prefix it shares with the
+    conversation's earlier requests may be cached (Anthropic: ``cache_control`` breakpoints;
+    ``None``: none asked for). See docs/context.md."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -95,6 +99,12 @@ class CompletionOptions:
                     field="sampling_parameters",
                 )
             object.__setattr__(self, "sampling_parameters", frozenset(accepted))
+        if self.cache_key is not None and (
+            not isinstance(self.cache_key, str) or not self.cache_key
+        ):
+            raise InvalidArgumentError(
+                "cache_key must be a non-empty string", code="invalid_cache_key", field="cache_key"
+            )
         if self.output_schema is not None and not isinstance(self.output_schema, OutputSpec):
             object.__setattr__(self, "output_schema", OutputSpec(schema=self.output_schema))
         if not all(isinstance(tool, ProviderTool) for tool in self.provider_tools):

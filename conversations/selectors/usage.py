@@ -51,6 +51,13 @@ class UsageRow:
         """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """The share of input tokens read from the provider's prompt cache (``None``: no input)."""
+        if not self.prompt_tokens:
+            return None
+        return self.cached_prompt_tokens / self.prompt_tokens
+
 
 def usage_calls(
     *, user: Any | None, since: date | None = None, until: date | None = None

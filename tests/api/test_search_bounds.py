@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 
 from conversations.domain import ChatMessage
+from conversations.domain.context import estimate_message_tokens
 from conversations.models import Message
 from conversations.services.transcript.messages import append_messages
 
@@ -45,11 +46,12 @@ def _bulk_messages(conversation, count, text):
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (conversation_id, position, role, content, model,"
-            " finish_reason, provider_metadata, is_error, usage_estimated, created_at)"
-            f" SELECT %s, n - 1, 'user', %s, '', '', '{{}}', false, false, {now}"
+            " finish_reason, provider_metadata, is_error, usage_estimated, token_estimate,"
+            " created_at)"
+            f" SELECT %s, n - 1, 'user', %s, '', '', '{{}}', false, false, %s, {now}"
             f" FROM ({numbers}) AS s"
             " ORDER BY n",
-            (key, text, count),
+            (key, text, estimate_message_tokens(ChatMessage.user(text)), count),
         )
 
 

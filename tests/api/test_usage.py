@@ -28,6 +28,7 @@ ROW_FIELDS = [
     "estimated_calls",
     "prompt_tokens",
     "cached_prompt_tokens",
+    "cache_hit_rate",
     "completion_tokens",
     "reasoning_tokens",
     "total_tokens",
@@ -116,6 +117,7 @@ def test_usage_groups_by_day_between_from_and_to(api, ledger):
     assert total["calls"] == 4 and total["unpriced_calls"] == 2
     assert total["prompt_tokens"] == 120 and total["completion_tokens"] == 34
     assert total["total_tokens"] == 154 and total["cached_prompt_tokens"] == 8
+    assert total["cache_hit_rate"] == pytest.approx(8 / 120)
     assert total["cost"] == "0.000094000"  # only the priced calls
     assert all(list(row) == ROW_FIELDS for row in [total, *body["groups"]])
     assert body["user"] == str(ledger[0].user_id)

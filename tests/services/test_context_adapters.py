@@ -13,6 +13,7 @@ from conversations.domain import ChatMessage, ToolCall
 from conversations.domain.estimates import estimate_tokens
 from conversations.models import Message, ModelCall, Run
 from conversations.services import append_messages, run_tool_loop
+from conversations.tools import registry, tool
 from tests.providers.mock_http import Recorder
 from tests.providers.test_context_errors import CONTEXT_ERRORS
 from tests.providers.test_errors import CASES, KEY
@@ -42,6 +43,19 @@ def system_prompt(vendor: str, body: dict[str, Any]) -> str:
     first = body["messages"][0]
     assert first["role"] == "system"
     return first["content"]
+
+
+@pytest.fixture(autouse=True)
+def weather_tool():
+    """The one tool the histories call (Anthropic wants calls' tools defined), nothing more."""
+    with registry.isolated(empty=True) as tools:
+
+        @tool(registry=tools)
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            return "sunny"
+
+        yield
 
 
 @pytest.fixture

@@ -21,6 +21,13 @@ WINDOW = 2000
 """Tokens: with 256 written and the margin, about 1,600 are left for the history."""
 
 
+@pytest.fixture(autouse=True)
+def no_tools():
+    """No tool is offered unless a test registers one: the budgets here are counted without."""
+    with registry.isolated(empty=True):
+        yield
+
+
 @pytest.fixture
 def windowed(profile):
     """The demo profile on a model with a small context window."""
@@ -109,7 +116,7 @@ def test_a_history_that_fits_is_sent_whole_and_the_call_records_position_zero(
 
 def test_a_turn_of_tool_rounds_keeps_every_call_with_its_result(demo_conversation, windowed):
     fill(demo_conversation, turns=3)
-    with registry.isolated(empty=True) as tools:
+    with registry.isolated(empty=True) as tools:  # nested: this test's tool only
 
         @tool(registry=tools)
         def lookup(query: str) -> str:

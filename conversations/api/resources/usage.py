@@ -93,6 +93,11 @@ class UsageRowSerializer(serializers.Serializer[Any]):
     )
     prompt_tokens = serializers.IntegerField()
     cached_prompt_tokens = serializers.IntegerField()
+    cache_hit_rate = serializers.FloatField(
+        allow_null=True,
+        help_text="cached_prompt_tokens / prompt_tokens (null without input tokens): how much "
+        "of the input the provider's prompt cache served.",
+    )
     completion_tokens = serializers.IntegerField()
     reasoning_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()

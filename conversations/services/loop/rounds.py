@@ -11,6 +11,7 @@ instead of a long list of positional arguments.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -28,7 +29,14 @@ from .context import ContextWindow
 from .live import LiveRun
 from .runs import CancelWatch
 
-__all__ = ["RequestSetup", "Round", "TurnState", "request_setup"]
+__all__ = [
+    "RequestSetup",
+    "Round",
+    "TurnState",
+    "prompt_cache_key",
+    "request_setup",
+    "with_prompt_cache",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +68,33 @@ def request_setup(
     settings = settings if settings is not None else tool_settings()
     tools = available_tools(allowed=profile.allowed_tools if profile else None, settings=settings)
     tools.update(agent_tools(profile, run_child=run_child))
-    specs = [tool.spec for tool in tools.values()]
+    # By name: every request of a conversation offers them in the same order, so the
+    # prefix a provider cached (tools first) matches the next request's.
+    specs = sorted((tool.spec for tool in tools.values()), key=lambda spec: spec.name)
     options = completion_options(profile, tools_offered=bool(specs))
     levels = approval_levels(profile=profile, tools=tools.values(), settings=settings)
     return RequestSetup(tools, specs, options, levels)
+
+
+PROMPT_CACHE_KEY_ADAPTERS = frozenset({"openai", "openai_responses"})
+"""The adapters whose vendor takes a ``prompt_cache_key`` (OpenAI's own API)."""
+
+
+def prompt_cache_key(conversation_id: object) -> str:
+    """The stable cache key of a conversation (a digest: its id is not sent)."""
+    return "conv-" + hashlib.sha256(str(conversation_id).encode()).hexdigest()[:32]
+
+
+def with_prompt_cache(
+    request: RequestSetup, *, conversation_id: object, adapter: str
+) -> RequestSetup:
+    """``request`` asking for its conversation's prefix to be cached (see ``providers.caching``)."""
+    key = prompt_cache_key(conversation_id)
+    extra = request.options.extra
+    if adapter in PROMPT_CACHE_KEY_ADAPTERS and "prompt_cache_key" not in extra:
+        extra = {**extra, "prompt_cache_key": key}
+    options = dataclasses.replace(request.options, cache_key=key, extra=extra)
+    return dataclasses.replace(request, options=options)
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,7 @@ from .output import (
     store_repair_turn,
     with_output,
 )
-from .rounds import RequestSetup, Round, TurnState, request_setup
+from .rounds import RequestSetup, Round, TurnState, request_setup, with_prompt_cache
 from .runs import (
     CancelWatch,
     StartedTurn,
@@ -169,6 +169,8 @@ def _execute(run: Run, provider: ChatProvider | None, started: StartedTurn | Non
         settings = started.tool_settings if started is not None else None
         setup = request_setup(profile=profile, settings=settings, run_child=run_agent)
         request = with_output(setup, output_spec(run))
+        adapter = profile.language_model.provider.adapter if profile is not None else ""
+        request = with_prompt_cache(request, conversation_id=run.conversation_id, adapter=adapter)
     except ConversationsError as exc:
         finish_run_after_error(run=run, exc=exc)
         raise
