@@ -221,6 +221,7 @@ class ProfileForm(forms.ModelForm):
             "agents",
             "agent_timeout",
             "context_strategy",
+            "summary_profile",
             "is_active",
             "is_default",
         )

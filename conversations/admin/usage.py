@@ -19,7 +19,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from conversations.conf import app_settings
-from conversations.models import Budget, ModelCall
+from conversations.models import Budget, ContextSummary, ModelCall
 from conversations.selectors.usage import UsageRow, usage_calls, usage_totals
 from conversations.services.usage import budget_statuses
 
@@ -144,3 +144,13 @@ class BudgetAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     autocomplete_fields = ("profile",)
     raw_id_fields = ("user",)
+
+
+@admin.register(ContextSummary)
+class ContextSummaryAdmin(ReadOnlyAdmin):
+    """What the summarize strategy sent in place of older turns, with its call in the ledger."""
+
+    list_display = ("conversation", "first_position", "last_position", "model", "created_at")
+    list_select_related = ("conversation",)
+    list_filter = ("model",)
+    raw_id_fields = ("conversation", "model_call")

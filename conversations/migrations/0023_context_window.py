@@ -1,8 +1,9 @@
-"""Context windows: each message's token estimate, each call's first position, a strategy.
+"""Context windows: message estimates, each call's view, strategies and their summaries.
 
 ``Message.token_estimate`` is filled for the messages stored before it
 existed, from their text and calls as ``estimate_message_tokens`` counts
-them (in batches). Adding NOT NULL columns rebuilds ``conversations_message``,
+them (in batches). ``ContextSummary`` holds what the ``summarize`` strategy
+sent in place of older turns. Adding NOT NULL columns rebuilds ``conversations_message``,
 ``conversations_modelcall`` and ``conversations_profile`` on SQLite, which
 would trip (and then drop) the triggers on and around them; so every rule is
 dropped first and installed again at the end from
@@ -13,6 +14,7 @@ its rules.
 
 import json
 
+import django.db.models.deletion
 from django.db import migrations, models
 
 _BATCH = 2000
@@ -89,8 +91,45 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='profile',
             name='context_strategy',
-            field=models.CharField(choices=[('truncate', 'Send the newest whole turns'), ('fail', 'End the run context_too_large')], default='truncate', help_text='When the history outgrows the model\'s context window: send the newest whole turns ("truncate") or end the run context_too_large ("fail"). The stored history never changes (docs/context.md).', max_length=16),
+            field=models.CharField(choices=[('truncate', 'Send the newest whole turns'), ('summarize', 'Send a summary of the older turns, then the newest'), ('fail', 'End the run context_too_large')], default='truncate', help_text='When the history outgrows the model\'s context window: send the newest whole turns ("truncate"), a summary of the older ones before them ("summarize", written by the summary profile) or end the run context_too_large ("fail"). The stored history never changes (docs/context.md).', max_length=16),
         ),
+        migrations.AddField(
+            model_name='profile',
+            name='summary_profile',
+            field=models.ForeignKey(blank=True, help_text='The profile that writes summaries for the "summarize" strategy (a small, cheap model will do); empty: this profile\'s own.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='conversations.profile'),
+        ),
+        migrations.CreateModel(
+            name='ContextSummary',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('first_position', models.PositiveIntegerField(default=0)),
+                ('last_position', models.PositiveIntegerField(help_text='The last stored position the summary covers (the view starts after it).')),
+                ('content', models.TextField()),
+                ('model', models.CharField(blank=True, max_length=200)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='context_summaries', to='conversations.conversation')),
+                ('model_call', models.OneToOneField(blank=True, help_text='The ledger row of the call that wrote it (its tokens and cost).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='summary_made', to='conversations.modelcall')),
+                ('profile', models.ForeignKey(blank=True, help_text="The profile that wrote it (the run's profile's summary_profile).", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='context_summaries', to='conversations.profile')),
+            ],
+            options={
+                'verbose_name_plural': 'context summaries',
+                'ordering': ['conversation', '-last_position'],
+            },
+        ),
+        migrations.AddField(
+            model_name='modelcall',
+            name='context_summary',
+            field=models.ForeignKey(blank=True, help_text='The summary sent in place of the messages before first_position, if any.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='conversations.contextsummary'),
+        ),
+        migrations.AddIndex(
+            model_name='contextsummary',
+            index=models.Index(fields=['conversation', '-last_position'], name='conversations_csummary_idx'),
+        ),
+        migrations.AddConstraint(
+            model_name='contextsummary',
+            constraint=models.CheckConstraint(condition=models.Q(('first_position__lte', models.F('last_position'))), name='conversations_contextsummary_covers_a_range'),
+        ),
+    
         migrations.RunPython(_estimate_stored, migrations.RunPython.noop, elidable=False),
         migrations.RunPython(_install_rules, _drop_rules, elidable=False),
     ]

@@ -14,7 +14,8 @@ cross-row rules are checked on insert and stay true that way.
 Split by concern: ``constraints`` (the expressions the checks are built
 from), ``config`` (providers, language models, profiles, tool switches) and
 ``transcript`` (conversations, messages, tool calls, runs) and ``usage``
-(the model-call ledger, budgets and their per-period counters) and ``mcp``
+(the model-call ledger, budgets and their per-period counters) and ``context``
+(summaries of the turns a context window's view leaves out) and ``mcp``
 (MCP servers, the tools they list, calls of ours over MCP) and ``output``
 (the JSON Schemas of structured output), ``provider_tools`` (the calls of
 tools a provider ran itself, and the citations of an answer) and
@@ -33,6 +34,7 @@ from .config import (
     ToolSetting,
 )
 from .constraints import JSONTypeOf
+from .context import ContextSummary
 from .feedback import MAX_TAG_LENGTH, MAX_TAGS, Evaluation, Feedback, Score, ScoreSource
 from .mcp import MCPCall, MCPServer, MCPTool, MCPTransport
 from .output import OutputSchema
@@ -62,6 +64,7 @@ __all__ = [
     "BudgetCounter",
     "Citation",
     "ContextStrategy",
+    "ContextSummary",
     "Conversation",
     "ConversationKind",
     "Evaluation",

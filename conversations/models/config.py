@@ -185,6 +185,7 @@ class ContextStrategy(models.TextChoices):
     """What a profile's runs do when the history outgrows the model's context window."""
 
     TRUNCATE = "truncate", "Send the newest whole turns"
+    SUMMARIZE = "summarize", "Send a summary of the older turns, then the newest"
     FAIL = "fail", "End the run context_too_large"
 
 
@@ -270,8 +271,18 @@ class Profile(models.Model):
         choices=ContextStrategy,
         default=ContextStrategy.TRUNCATE,
         help_text="When the history outgrows the model's context window: send the newest "
-        'whole turns ("truncate") or end the run context_too_large ("fail"). The stored '
-        "history never changes (docs/context.md).",
+        'whole turns ("truncate"), a summary of the older ones before them ("summarize", '
+        'written by the summary profile) or end the run context_too_large ("fail"). The '
+        "stored history never changes (docs/context.md).",
+    )
+    summary_profile = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text='The profile that writes summaries for the "summarize" strategy (a small, '
+        "cheap model will do); empty: this profile's own.",
     )
     is_active = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)

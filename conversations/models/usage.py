@@ -77,6 +77,14 @@ class ModelCall(models.Model):
         help_text="The position of the first stored message the call sent (what came before "
         "was left out to fit the context window); empty: it sent no stored message.",
     )
+    context_summary = models.ForeignKey(
+        "conversations.ContextSummary",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The summary sent in place of the messages before first_position, if any.",
+    )
     provider = models.CharField(max_length=100, blank=True)
     model = models.CharField(
         max_length=MAX_NAME_LENGTH,

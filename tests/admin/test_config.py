@@ -305,13 +305,17 @@ def profile_data(openai_model, **overrides):
     return data
 
 
-@pytest.mark.parametrize("strategy", ["truncate", "fail"])
-def test_a_profiles_context_strategy_is_chosen_in_the_admin(admin_client, openai_model, strategy):
-    response = admin_client.post(
-        admin_url(Profile, "add"), profile_data(openai_model, context_strategy=strategy)
+@pytest.mark.parametrize("strategy", ["truncate", "summarize", "fail"])
+def test_a_profiles_context_strategy_is_chosen_in_the_admin(
+    admin_client, openai_model, openai_profile, strategy
+):
+    data = profile_data(
+        openai_model, context_strategy=strategy, summary_profile=str(openai_profile.pk)
     )
+    response = admin_client.post(admin_url(Profile, "add"), data)
     assert response.status_code == 302
-    assert Profile.objects.get(slug="research").context_strategy == strategy
+    saved = Profile.objects.get(slug="research")
+    assert (saved.context_strategy, saved.summary_profile) == (strategy, openai_profile)
 
 
 def test_an_unknown_context_strategy_is_refused_by_the_admin(admin_client, openai_model):

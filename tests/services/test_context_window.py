@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations.domain import ChatMessage, Role, ToolCall, Usage
 from conversations.domain.context import FAMILY_TOKEN_FACTORS, estimate_message_tokens
-from conversations.models import Message, ModelCall, Run
+from conversations.models import ContextSummary, LanguageModel, Message, ModelCall, Profile, Run
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import history_and_tail
 from conversations.services import append_messages, run_tool_loop
@@ -201,3 +203,71 @@ def test_choosing_the_view_reads_one_query_and_only_the_rows_it_may_send(
     assert tail.first_position == 2 * turns - (len(history) - 1)
     if turns == 5:
         assert tail.first_position == 0
+
+
+@pytest.fixture
+def summarizing(windowed, provider):
+    """``windowed`` with the summarize strategy; summaries by a priced demo profile."""
+    model = LanguageModel.objects.create(
+        provider=provider,
+        model_id="summary-model",
+        input_price_per_million=Decimal("1"),
+        output_price_per_million=Decimal("2"),
+    )
+    summarizer = Profile.objects.create(slug="summaries", name="Summaries", language_model=model)
+    windowed.context_strategy = "summarize"
+    windowed.summary_profile = summarizer
+    windowed.save()
+    return summarizer
+
+
+def test_summarize_stores_one_summary_and_reuses_it_on_the_next_turn(
+    demo_conversation, windowed, summarizing
+):
+    fill(demo_conversation, turns=6)  # about three budgets
+    before = stored(demo_conversation)
+    provider = ScriptedProvider([scripted_text("First."), scripted_text("Second.")])
+    first = run_tool_loop(conversation=demo_conversation, content="One?", provider=provider)
+    second = run_tool_loop(conversation=demo_conversation, content="Two?", provider=provider)
+    assert first.status == second.status == Run.Status.COMPLETED
+    (summary,) = ContextSummary.objects.filter(conversation=demo_conversation)
+    assert summary.first_position == 0 and summary.model == "summary-model"
+    # Its call is in the ledger under the summary profile, priced, charged to the first run.
+    made = summary.model_call
+    assert (made.profile, made.model, made.run) == (summarizing, "summary-model", first)
+    assert made.cost is not None and made.cost > 0
+    assert ModelCall.objects.filter(profile=summarizing).count() == 1  # two turns, one summary
+    for run, request in zip((first, second), provider.requests, strict=True):
+        call = ModelCall.objects.get(run=run, profile=windowed)
+        assert call.context_summary == summary
+        assert call.first_position == summary.last_position + 1
+        system = request.messages[0]
+        assert system.content.startswith(windowed.system_prompt)
+        assert summary.content in system.content
+        assert request.messages[1].role is Role.USER and unpaired(request.messages) == []
+    assert stored(demo_conversation)[: len(before)] == before
+
+
+def test_a_history_that_fits_needs_no_summary(demo_conversation, windowed, summarizing):
+    fill(demo_conversation, turns=1, size=50)
+    provider = ScriptedProvider([scripted_text("Fine.")])
+    run_tool_loop(conversation=demo_conversation, content="Hi", provider=provider)
+    assert not ContextSummary.objects.exists()
+    assert ModelCall.objects.get().context_summary is None
+
+
+def test_the_admin_lists_summaries_read_only(
+    admin_client, demo_conversation, windowed, summarizing
+):
+    fill(demo_conversation, turns=6)
+    run_tool_loop(
+        conversation=demo_conversation,
+        content="One?",
+        provider=ScriptedProvider([scripted_text("First.")]),
+    )
+    summary = ContextSummary.objects.get()
+    listing = admin_client.get("/admin/conversations/contextsummary/")
+    assert listing.status_code == 200 and str(summary.last_position) in listing.content.decode()
+    page = admin_client.get(f"/admin/conversations/contextsummary/{summary.pk}/change/")
+    assert page.status_code == 200 and summary.content[:40] in page.content.decode()
+    assert admin_client.get("/admin/conversations/contextsummary/add/").status_code == 403

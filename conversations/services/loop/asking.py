@@ -38,9 +38,10 @@ from conversations.providers.structured import unwrap_output_tool
 from ..usage import tracing
 from ..usage.budgets import BudgetCheck, check_budgets
 from ..usage.ledger import call_cost, record_failed_call
-from .context import calibrate, unbounded_window, view_for
+from .context import calibrate, unbounded_window
 from .live import CANCELLED_FINISH_REASON, TIMEOUT_FINISH_REASON, Streamed
 from .rounds import Round, TurnState
+from .summaries import view_with_summary
 
 __all__ = ["Asked", "ask", "cut_short"]
 
@@ -63,6 +64,8 @@ class Asked:
     the loop stores it, then raises this."""
     first_position: int | None = None
     """The first stored position the request sent (its view; ``None``: none)."""
+    summary_id: int | None = None
+    """The summary the request sent in place of the messages before ``first_position``."""
 
 
 def ask(round_: Round, state: TurnState, *, shrink: float = 1.0) -> Asked:
@@ -81,14 +84,7 @@ def ask(round_: Round, state: TurnState, *, shrink: float = 1.0) -> Asked:
     if shrink < 1 and state.context is None:
         state.context = unbounded_window()
     # Chosen before anything is reserved or sent: a history no view fits fails here.
-    sent = view_for(
-        history=state.history,
-        tail=state.tail,
-        profile=run.profile,
-        specs=specs,
-        context=state.context,
-        shrink=shrink,
-    )
+    sent = view_with_summary(round_, state, shrink=shrink)
     history = sent.messages
     budgets = _reserve(round_, state, history)
     started_at = budgets.started_at
@@ -155,6 +151,7 @@ def ask(round_: Round, state: TurnState, *, shrink: float = 1.0) -> Asked:
         budgets,
         failure=failure,
         first_position=sent.first_position,
+        summary_id=sent.summary.pk if sent.summary is not None else None,
     )
 
 

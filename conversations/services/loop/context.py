@@ -21,14 +21,17 @@ from conversations.domain.context import (
     MAX_RATIO,
     MIN_RATIO,
     Sized,
+    View,
     choose_view,
     context_budget,
     estimate_fixed_tokens,
     estimate_message_tokens,
+    pair_safe_starts,
     provider_family,
 )
 from conversations.domain.estimates import DEFAULT_OUTPUT_TOKENS
-from conversations.models import ContextStrategy, Profile
+from conversations.exceptions import ContextTooLarge
+from conversations.models import ContextStrategy, ContextSummary, Profile
 from conversations.selectors import Reported, TranscriptTail
 
 __all__ = [
@@ -37,8 +40,10 @@ __all__ = [
     "calibrate",
     "context_window_for",
     "read_bound",
+    "stored_part",
     "unbounded_window",
     "view_for",
+    "with_summary",
 ]
 
 
@@ -64,6 +69,12 @@ class ContextWindow:
     """The scaled tokens of the stored messages the last view sent (``None``: none yet)."""
     cap: int | None = None
     """At most this many (scaled) tokens of history per view: set when a vendor refused one."""
+    summarize: bool = False
+    """The profile's strategy is ``summarize``: what a view leaves out is sent as a summary."""
+    summary: ContextSummary | None = None
+    """The conversation's latest summary, as far as known (read at the run's first cut)."""
+    summary_read: bool = False
+    """Whether the latest stored summary has been looked for."""
 
     @property
     def scale(self) -> float:
@@ -84,8 +95,18 @@ def context_window_for(profile: Profile | None) -> ContextWindow | None:
         output=min(output, model.context_window),
         factor=FAMILY_TOKEN_FACTORS[family],
         allow_cut=profile.context_strategy != ContextStrategy.FAIL,
+        summarize=profile.context_strategy == ContextStrategy.SUMMARIZE,
     )
 
+
+SUMMARY_MAX_TOKENS = 1024
+"""The most a summary may be: a view beside one leaves this much room for it."""
+
+SUMMARY_HEADROOM = 0.6
+"""A view cut for a new summary fills this share of its room: the next turns fit beside the
+same summary, so one summary serves several turns instead of one each."""
+
+SUMMARY_HEADING = "Summary of the earlier part of this conversation (not sent in full):"
 
 UNBOUNDED = 2**62
 """The window of a model that has none recorded: only a vendor's refusal makes views smaller."""
@@ -114,12 +135,25 @@ class Sent:
     """The first stored position sent (``None``: no stored message)."""
     estimated: int
     """The estimated input tokens (unscaled) of the request: what calibration divides by."""
+    summary: ContextSummary | None = None
+    """The summary sent in place of the messages before ``first_position``."""
+    summarize_through: int | None = None
+    """A summary of the stored messages up to this position is still to be written (then
+    sent in the system prompt: :func:`with_summary`)."""
 
 
 def _system_count(history: Sequence[ChatMessage], profile: Profile | None) -> int:
     # The profile's system prompt heads the history the loop read; it is never stored.
     prompt = profile is not None and bool(profile.system_prompt)
     return 1 if prompt and history and history[0].role is Role.SYSTEM else 0
+
+
+def stored_part(
+    history: list[ChatMessage], tail: TranscriptTail, profile: Profile | None
+) -> tuple[list[ChatMessage], int]:
+    """The stored messages of the loop's history and the position of the first of them."""
+    stored = history[_system_count(history, profile) :]
+    return stored, tail.last_position - len(stored) + 1
 
 
 def view_for(
@@ -164,9 +198,45 @@ def view_for(
     if context.cap is not None:
         budget = min(budget, context.cap)
     view = choose_view(entries, budget=budget, scale=scale, allow_cut=context.allow_cut)
+    summary, through = None, None
+    if context.summarize and view.start > 0:
+        view, summary = _summarized_view(context, entries, budget, first)
+        through = None if summary is not None else first + view.start - 1
     context.last_view = view.tokens
     sent = [*history[:system], *stored[view.start :]]
-    return Sent(sent, first + view.start if stored else None, fixed + sum(sizes[view.start :]))
+    if summary is not None:
+        sent = with_summary(sent, system, summary.content)
+    estimated = fixed + sum(sizes[view.start :])
+    return Sent(sent, first + view.start if stored else None, estimated, summary, through)
+
+
+def _summarized_view(
+    context: ContextWindow, entries: list[Sized], budget: int, first: int
+) -> tuple[View, ContextSummary | None]:
+    """The view beside a summary: the stored one while its cut still fits (reused), else one
+    with room to grow (so that the next turns reuse the summary written for it)."""
+    scale, room = context.scale, budget - int(SUMMARY_MAX_TOKENS * context.scale)
+    summary = context.summary
+    if summary is not None:
+        start = summary.last_position + 1 - first
+        if 0 <= start < len(entries) and start in pair_safe_starts(entries):
+            tokens = sum(int(entry.tokens * scale) for entry in entries[start:])
+            if tokens <= room:
+                return View(start, tokens), summary
+    try:
+        target = int(room * SUMMARY_HEADROOM)
+        return choose_view(entries, budget=target, scale=scale), None
+    except ContextTooLarge:
+        return choose_view(entries, budget=room, scale=scale), None
+
+
+def with_summary(sent: list[ChatMessage], system: int, summary: str) -> list[ChatMessage]:
+    """``sent`` with ``summary`` in its system prompt (a system message of its own if none)."""
+    text = f"{SUMMARY_HEADING}\n{summary}"
+    if system:
+        prompt = sent[0].content
+        return [ChatMessage.system(f"{prompt}\n\n{text}"), *sent[1:]]
+    return [ChatMessage.system(text), *sent]
 
 
 def _calibrate_from(context: ContextWindow, reported: Reported, first: int, fixed: int) -> None:

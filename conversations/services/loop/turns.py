@@ -114,6 +114,7 @@ def persist_turn(
             budgets=asked.budgets,
             web_searches=searches,
             first_position=asked.first_position,
+            context_summary_id=asked.summary_id,
         )
         # Only calls that could run need a decision; refused ones are answered on resume.
         runnable = [row for row, rejection in checked if rejection is None]

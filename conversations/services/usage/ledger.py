@@ -30,7 +30,7 @@ from django.db.models.functions import Coalesce
 
 from conversations.conf import app_settings
 from conversations.domain import Usage
-from conversations.models import LanguageModel, Message, ModelCall, Run
+from conversations.models import LanguageModel, Message, ModelCall, Profile, Run
 
 from .budgets import BudgetCheck, charge_budgets
 from .prices import PRICE_FIELDS, Prices
@@ -94,6 +94,8 @@ def record_model_call(
     budgets: BudgetCheck | None = None,
     web_searches: int = 0,
     first_position: int | None = None,
+    context_summary_id: int | None = None,
+    for_profile: Profile | None = None,
 ) -> ModelCall:
     """Insert the ledger row of one provider request and charge the run and its budgets.
 
@@ -110,9 +112,12 @@ def record_model_call(
     ``run_charged=True``, and as ``budgets`` the check the call passed (its
     budgets are charged, its reservation settled; no budgets: none is read).
     ``None``: the budgets covering the call now are read. ``first_position``:
-    the first stored position the request sent (its view of the history).
+    the first stored position the request sent (its view of the history);
+    ``context_summary_id`` the summary it sent in place of older turns.
+    ``for_profile``: the call was made with another profile than the run's
+    (a summary's): the row names that profile and its model.
     """
-    profile = run.profile
+    profile = for_profile if for_profile is not None else run.profile
     prices, cost = priced if priced is not None else price_call(run=run, usage=usage)
     user_id = run.conversation.owner_id
     with transaction.atomic(savepoint=False):
@@ -136,11 +141,12 @@ def record_model_call(
             provider=run.provider,
             # The model asked for (what prices and totals are about); the one that
             # answered is on the message.
-            model=run.model or model,
+            model=(for_profile.language_model.model_id if for_profile else (run.model or model)),
             started_at=started_at,
             latency_ms=latency_ms,
             time_to_first_token_ms=time_to_first_token_ms,
             first_position=first_position,
+            context_summary_id=context_summary_id,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=min(usage.cached_prompt_tokens, usage.prompt_tokens),
