@@ -42,6 +42,7 @@ from conversations.exceptions import (
     ApprovalForbidden,
     BudgetExceeded,
     ConfigurationError,
+    ContextTooLarge,
     ConversationBusy,
     ConversationsError,
     ExecutorUnavailable,
@@ -93,6 +94,8 @@ ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
     (SearchTimeout, status.HTTP_503_SERVICE_UNAVAILABLE),
     # Order matters: the first matching class wins (ProviderTimeout is a
     # ProviderConnectionError, both are ProviderErrors).
+    # The history cannot be sent as it is (a message larger than the window).
+    (ContextTooLarge, status.HTTP_422_UNPROCESSABLE_ENTITY),
     (ProviderTimeout, status.HTTP_504_GATEWAY_TIMEOUT),
     (ProviderConnectionError, status.HTTP_503_SERVICE_UNAVAILABLE),
     (ProviderRateLimited, status.HTTP_503_SERVICE_UNAVAILABLE),

@@ -168,6 +168,13 @@ class ConversationImportView(ConversationQueries):
 # Messages ------------------------------------------------------------------------------------
 
 
+CONTEXT_FIRST_POSITION = "Context-First-Position"
+"""Export header: the first stored position the body sends (0: the whole history)."""
+CONTEXT_SUMMARY = "Context-Summary"
+"""Export header: the positions the summary in the body covers (``0-41``), or ``pending 0-41``
+when the next call would first write that summary (the body has none)."""
+
+
 class ConversationExportView(ConversationsAPIView):
     """The request body a provider would be sent for this history (a dry run)."""
 
@@ -176,8 +183,11 @@ class ConversationExportView(ConversationsAPIView):
         summary="Export the history as a provider's request body",
         description=(
             "Exactly the JSON body the chosen adapter would send for the next turn (the "
-            "profile's system prompt, the history, the tools and options it offers). "
-            "Nothing is sent. `openai` is the Chat Completions body."
+            "profile's system prompt, the view of the history the next call sends, the tools "
+            "and options it offers). Nothing is sent. `openai` is the Chat Completions body. "
+            "The `Context-First-Position` header says where the view begins (0: the whole "
+            "history); `Context-Summary` the positions of the summary sent in place of the "
+            "older turns (`pending 0-N`: the next call would write it first)."
         ),
         parameters=[
             OpenApiParameter(
@@ -212,8 +222,18 @@ class ConversationExportView(ConversationsAPIView):
                 errors=[error_item("invalid_format", detail, parameter="format")],
             )
         with blame_configuration():
-            payload = operations.export_payload(conversation=conversation, format=fmt)
-        return Response(payload)
+            exported = operations.export_view(conversation=conversation, format=fmt)
+        response = Response(exported.payload)
+        # The body stays exactly the adapter's; where its view begins travels beside it.
+        if exported.first_position is not None:
+            response[CONTEXT_FIRST_POSITION] = str(exported.first_position)
+        if exported.summary is not None:
+            response[CONTEXT_SUMMARY] = (
+                f"{exported.summary.first_position}-{exported.summary.last_position}"
+            )
+        elif exported.summarize_through is not None:
+            response[CONTEXT_SUMMARY] = f"pending 0-{exported.summarize_through}"
+        return response
 
 
 # Configuration ------------------------------------------------------------------------------------

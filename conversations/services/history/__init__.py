@@ -15,8 +15,10 @@ from .branches import (
 )
 from .conversations import (
     EXPORT_FORMATS,
+    ExportedView,
     delete_conversation,
     export_payload,
+    export_view,
     import_conversation,
     update_conversation,
 )
@@ -32,6 +34,7 @@ from .retention import (
 __all__ = [
     "EXPORT_FORMATS",
     "MODES",
+    "ExportedView",
     "RetentionReport",
     "Turn",
     "branch_for_edit",
@@ -41,6 +44,7 @@ __all__ = [
     "erase_user",
     "expired_conversations",
     "export_payload",
+    "export_view",
     "fork_conversation",
     "import_conversation",
     "purge_conversations",

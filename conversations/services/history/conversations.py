@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from django.db import transaction
@@ -10,19 +11,23 @@ from django.utils import timezone
 
 from conversations.domain import normalise_messages
 from conversations.exceptions import ConversationBusy, InvalidArgumentError
-from conversations.models import Conversation, Profile, Run, ToolCall
+from conversations.models import ContextSummary, Conversation, Profile, Run, ToolCall
 from conversations.providers.base import HTTPProvider
-from conversations.selectors import get_default_profile, history_for_provider, open_tool_calls
+from conversations.selectors import get_default_profile, history_and_tail, open_tool_calls
 
 from ..configuration.providers import HTTP_ADAPTERS
+from ..loop.context import context_window_for, read_bound, view_for
 from ..loop.recovery import recover_runs
+from ..loop.summaries import latest_summary
 from ..loop.tool_loop import request_setup
 from ..transcript.messages import append_messages, check_title, create_conversation
 
 __all__ = [
     "EXPORT_FORMATS",
+    "ExportedView",
     "delete_conversation",
     "export_payload",
+    "export_view",
     "import_conversation",
     "update_conversation",
 ]
@@ -37,19 +42,53 @@ EXPORT_FORMATS: Final[Mapping[str, type[HTTPProvider]]] = {
 Looked up in the one adapter table, so a format cannot drift from what the loop sends."""
 
 
-def export_payload(*, conversation: Conversation, format: str) -> dict[str, Any]:
-    """The request body ``format``'s adapter would send for the next turn; nothing is sent.
+@dataclass(frozen=True, slots=True)
+class ExportedView:
+    """The dry-run export: a request body and where its view of the history begins."""
+
+    payload: dict[str, Any]
+    """The body the adapter would send."""
+    first_position: int | None
+    """The first stored position it sends (0: the whole history; ``None``: none stored)."""
+    summary: ContextSummary | None = None
+    """The stored summary it sends in place of the messages before ``first_position``."""
+    summarize_through: int | None = None
+    """With the ``summarize`` strategy and no reusable summary: the next call would first
+    summarise the stored messages up to here (the export writes none and sends none)."""
+
+
+def export_view(*, conversation: Conversation, format: str) -> ExportedView:
+    """The request body ``format``'s adapter would send for the next turn, and its view.
 
     Same inputs as the tool loop: the conversation's profile (else the
-    default one), its system prompt before the stored history, the tools it
-    may offer and its completion options. Raises ``KeyError`` for an unknown
-    format (the caller validates it against :data:`EXPORT_FORMATS`).
+    default one), its system prompt, the view of the stored history the next
+    call would send (see docs/context.md; nothing is sent, no summary is
+    written), the tools it may offer and its completion options. Raises
+    ``KeyError`` for an unknown format (the caller validates it against
+    :data:`EXPORT_FORMATS`) and :class:`ContextTooLarge` when no view fits.
     """
     adapter = EXPORT_FORMATS[format](api_key=_DRY_RUN_KEY)
     profile = conversation.profile or get_default_profile()
-    history = history_for_provider(conversation=conversation, profile=profile)
+    history, tail = history_and_tail(
+        conversation=conversation, profile=profile, within=read_bound(profile)
+    )
     request = request_setup(profile=profile)
-    return adapter.build_payload(history, request.specs, request.options)
+    context = context_window_for(profile)
+    if context is not None and context.summarize:
+        context.summary, context.summary_read = (
+            latest_summary(conversation_id=conversation.pk),
+            True,
+        )
+    sent = view_for(
+        history=history, tail=tail, profile=profile, specs=request.specs, context=context
+    )
+    payload = adapter.build_payload(sent.messages, request.specs, request.options)
+    return ExportedView(payload, sent.first_position, sent.summary, sent.summarize_through)
+
+
+def export_payload(*, conversation: Conversation, format: str) -> dict[str, Any]:
+    """:func:`export_view`'s body alone."""
+    return export_view(conversation=conversation, format=format).payload
 
 
 def import_conversation(

@@ -47,6 +47,16 @@ __all__ = [
 ]
 
 
+SUMMARY_MAX_TOKENS = 1024
+"""The most a summary may be (less in a small window: :func:`summary_tokens`)."""
+
+SUMMARY_HEADROOM = 0.6
+"""A view cut for a new summary fills this share of its room: the next turns fit beside the
+same summary, so one summary serves several turns instead of one each."""
+
+SUMMARY_HEADING = "Summary of the earlier part of this conversation (not sent in full):"
+
+
 @dataclass(slots=True)
 class ContextWindow:
     """A run's context window, and what it has learnt of the sizes of its history."""
@@ -75,6 +85,8 @@ class ContextWindow:
     """The conversation's latest summary, as far as known (read at the run's first cut)."""
     summary_read: bool = False
     """Whether the latest stored summary has been looked for."""
+    summary_tokens: int = SUMMARY_MAX_TOKENS
+    """The most the next summary may be (what the last view beside one left free for it)."""
 
     @property
     def scale(self) -> float:
@@ -98,15 +110,6 @@ def context_window_for(profile: Profile | None) -> ContextWindow | None:
         summarize=profile.context_strategy == ContextStrategy.SUMMARIZE,
     )
 
-
-SUMMARY_MAX_TOKENS = 1024
-"""The most a summary may be: a view beside one leaves this much room for it."""
-
-SUMMARY_HEADROOM = 0.6
-"""A view cut for a new summary fills this share of its room: the next turns fit beside the
-same summary, so one summary serves several turns instead of one each."""
-
-SUMMARY_HEADING = "Summary of the earlier part of this conversation (not sent in full):"
 
 UNBOUNDED = 2**62
 """The window of a model that has none recorded: only a vendor's refusal makes views smaller."""
@@ -200,8 +203,10 @@ def view_for(
     view = choose_view(entries, budget=budget, scale=scale, allow_cut=context.allow_cut)
     summary, through = None, None
     if context.summarize and view.start > 0:
-        view, summary = _summarized_view(context, entries, budget, first)
-        through = None if summary is not None else first + view.start - 1
+        beside = _summarized_view(context, entries, budget, first)
+        if beside is not None:  # else the newest turn leaves no room: truncated, no summary
+            view, summary = beside
+            through = None if summary is not None else first + view.start - 1
     context.last_view = view.tokens
     sent = [*history[:system], *stored[view.start :]]
     if summary is not None:
@@ -210,12 +215,20 @@ def view_for(
     return Sent(sent, first + view.start if stored else None, estimated, summary, through)
 
 
+def summary_tokens(budget: int) -> int:
+    """The most a summary may be beside a view of ``budget`` tokens (a quarter, at most
+    :data:`SUMMARY_MAX_TOKENS`): what the view leaves free for it, and what it is asked for."""
+    return max(1, min(SUMMARY_MAX_TOKENS, budget // 4))
+
+
 def _summarized_view(
     context: ContextWindow, entries: list[Sized], budget: int, first: int
-) -> tuple[View, ContextSummary | None]:
+) -> tuple[View, ContextSummary | None] | None:
     """The view beside a summary: the stored one while its cut still fits (reused), else one
-    with room to grow (so that the next turns reuse the summary written for it)."""
-    scale, room = context.scale, budget - int(SUMMARY_MAX_TOKENS * context.scale)
+    with room to grow (so that the next turns reuse the summary written for it); ``None``
+    when the newest turn leaves no room for a summary."""
+    context.summary_tokens = summary_tokens(budget)
+    scale, room = context.scale, budget - int(context.summary_tokens * context.scale)
     summary = context.summary
     if summary is not None:
         start = summary.last_position + 1 - first
@@ -223,11 +236,12 @@ def _summarized_view(
             tokens = sum(int(entry.tokens * scale) for entry in entries[start:])
             if tokens <= room:
                 return View(start, tokens), summary
-    try:
-        target = int(room * SUMMARY_HEADROOM)
-        return choose_view(entries, budget=target, scale=scale), None
-    except ContextTooLarge:
-        return choose_view(entries, budget=room, scale=scale), None
+    for target in (int(room * SUMMARY_HEADROOM), room):
+        try:
+            return choose_view(entries, budget=target, scale=scale), None
+        except ContextTooLarge:
+            continue
+    return None
 
 
 def with_summary(sent: list[ChatMessage], system: int, summary: str) -> list[ChatMessage]:

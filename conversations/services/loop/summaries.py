@@ -26,7 +26,7 @@ from conversations.models import ContextSummary, Message, Profile
 
 from ..configuration.providers import build_provider, close_provider, completion_options
 from ..usage.ledger import call_cost, current_prices, record_model_call
-from .context import SUMMARY_MAX_TOKENS, ContextWindow, Sent, stored_part, view_for
+from .context import ContextWindow, Sent, stored_part, view_for
 from .rounds import Round, TurnState
 
 __all__ = ["SUMMARY_INSTRUCTION", "latest_summary", "view_with_summary", "write_summary"]
@@ -100,7 +100,7 @@ def write_summary(
         text = f"The summary so far:\n{previous.content}\n\nWhat followed:\n{text}"
     messages = [ChatMessage.system(SUMMARY_INSTRUCTION), ChatMessage.user(text)]
     options = dataclasses.replace(
-        completion_options(summarizer, tools_offered=False), max_tokens=SUMMARY_MAX_TOKENS
+        completion_options(summarizer, tools_offered=False), max_tokens=context.summary_tokens
     )
     own = summarizer.pk == profile.pk
     provider = round_.provider if own else build_provider(summarizer)
