@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import ObjectDoesNotExist
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -148,6 +149,8 @@ class TranscriptEntry:
     """The tools the provider ran itself for this turn."""
     sources: list[tuple[Citation, str]] = field(default_factory=list)
     """Its citations, each with its link (``""`` when the URL is not http(s), shown as text)."""
+    view: str = ""
+    """Where the view of the history the model answered from began, when it left any out."""
 
 
 def _link(url: str) -> str:
@@ -169,6 +172,26 @@ def _usage_text(message: Message) -> str:
     if message.latency_ms is not None:
         parts.append(f"latency {format_duration(message.latency_ms)}")
     return " · ".join(parts)
+
+
+def view_marker(message: Message) -> str:
+    """What the call that wrote ``message`` was sent of the history, when not all of it.
+
+    Reads ``message.model_call`` (and its summary): select them with the messages.
+    """
+    try:
+        call = message.model_call
+    except ObjectDoesNotExist:
+        return ""
+    if not call.first_position:
+        return ""
+    summary = call.context_summary
+    if summary is not None:
+        return (
+            f"the model saw a summary of #{summary.first_position} to #{summary.last_position}, "
+            f"then #{call.first_position} on"
+        )
+    return f"the model saw #{call.first_position} on: earlier messages were not sent"
 
 
 def build_transcript(
@@ -198,7 +221,9 @@ def build_transcript(
         content = message.content
         if message.role == Message.Role.TOOL:
             content = pretty_result(content)
-        entry = TranscriptEntry(message=message, usage=_usage_text(message), content=content)
+        entry = TranscriptEntry(
+            message=message, usage=_usage_text(message), content=content, view=view_marker(message)
+        )
         if link_runs and message.run_id is not None:
             entry.run_url = reverse(f"{site}:conversations_run_change", args=[message.run_id])
         if message.tool_call_id is not None:

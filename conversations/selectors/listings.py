@@ -256,8 +256,13 @@ def admin_messages(*, messages: QuerySet[Message]) -> QuerySet[Message]:
 
 def conversation_transcript(*, conversation: Conversation) -> Transcript:
     """Everything the transcript of a conversation shows, in four queries whatever its length
-    (the messages with the provider's tool calls and citations, then the calls)."""
-    rows = list(conversation.messages.order_by("position").prefetch_related(*_PROVIDER_ACTIVITY))
+    (the messages with the provider's tool calls and citations, then the calls). Each answer's
+    call record (where the view it was asked with began) comes with the messages."""
+    rows = list(
+        conversation.messages.select_related("model_call__context_summary")
+        .order_by("position")
+        .prefetch_related(*_PROVIDER_ACTIVITY)
+    )
     calls = list(ToolCall.objects.filter(conversation=conversation))
     results = {m.tool_call_id: m for m in rows if m.tool_call_id is not None}
     return rows, calls, results
@@ -271,7 +276,7 @@ def run_trace(*, run: Run) -> Transcript:
     belong to no run (one written by recovery, say).
     """
     rows = list(
-        run.messages.select_related("tool_call")
+        run.messages.select_related("tool_call", "model_call__context_summary")
         .order_by("position")
         .prefetch_related(*_PROVIDER_ACTIVITY)
     )

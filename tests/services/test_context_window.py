@@ -271,3 +271,39 @@ def test_the_admin_lists_summaries_read_only(
     page = admin_client.get(f"/admin/conversations/contextsummary/{summary.pk}/change/")
     assert page.status_code == 200 and summary.content[:40] in page.content.decode()
     assert admin_client.get("/admin/conversations/contextsummary/add/").status_code == 403
+
+
+def test_the_admin_transcript_marks_where_each_calls_view_began(
+    admin_client, demo_conversation, windowed, summarizing
+):
+    fill(demo_conversation, turns=6)
+    run_tool_loop(
+        conversation=demo_conversation,
+        content="One?",
+        provider=ScriptedProvider([scripted_text("First.")]),
+    )
+    call = ModelCall.objects.get(profile=windowed)
+    summary = call.context_summary
+    page = admin_client.get(f"/admin/conversations/conversation/{demo_conversation.pk}/change/")
+    html = page.content.decode()
+    marker = (
+        f"the model saw a summary of #0 to #{summary.last_position}, then #{call.first_position} on"
+    )
+    assert html.count('class="llm-view"') == 1 and marker in html
+    # The run's trace shows the same marker.
+    trace = admin_client.get(f"/admin/conversations/run/{call.run_id}/change/").content.decode()
+    assert marker in trace
+
+
+def test_a_truncated_view_is_marked_as_not_sent(admin_client, demo_conversation, windowed):
+    fill(demo_conversation, turns=6)
+    run_tool_loop(
+        conversation=demo_conversation,
+        content="One?",
+        provider=ScriptedProvider([scripted_text("First.")]),
+    )
+    call = ModelCall.objects.get()
+    html = admin_client.get(
+        f"/admin/conversations/conversation/{demo_conversation.pk}/change/"
+    ).content.decode()
+    assert f"the model saw #{call.first_position} on: earlier messages were not sent" in html
