@@ -26,6 +26,7 @@ from conversations.models import (
 )
 
 from .agent_serializers import RunTreeSerializer
+from .context_view import ContextViewField
 from .errors import APIError, error_item
 from .fields import JSONObjectField, NamedChoiceField, ProfileSlugField, check_storable
 from .message_parts import CitationSerializer, ProviderToolCallSerializer, ToolCallSerializer
@@ -157,6 +158,7 @@ class MessageSerializer(serializers.Serializer[Any]):
         help_text="On an assistant message: what the model call that produced it cost, in "
         "the app's currency (null when its price is unknown).",
     )
+    context_view = ContextViewField()
 
     @extend_schema_field(UsageSerializer(allow_null=True))
     def get_usage(self, obj: Message) -> dict[str, int | bool | None] | None:

@@ -8,6 +8,7 @@ import {
   groupByDate,
   oneLine,
   tokenNote,
+  viewStart,
 } from "../../conversations/static/conversations/chat/format.js";
 
 test("statuses read as words and a call of a stopped turn reads as skipped", () => {
@@ -57,4 +58,20 @@ test("groups keep the order of the items, newest first", () => {
     groupByDate(items, (d) => d, now).map(([label, list]) => [label, list.length]),
     [["Today", 2], ["Yesterday", 1]]
   );
+});
+
+test("the marker where the model's view begins follows the newest answer's recorded view", () => {
+  const answer = (position, view) => ({ role: "assistant", position, context_view: view });
+  assert.equal(viewStart([]), null);
+  assert.equal(viewStart([answer(1, { first_position: 0, summarized: false })]), null);
+  assert.deepEqual(viewStart([answer(9, { first_position: 4, summarized: false }), answer(3, null)]), {
+    position: 4,
+    text: "Earlier messages are not sent to the model",
+  });
+  assert.deepEqual(
+    viewStart([answer(5, { first_position: 2, summarized: false }), answer(9, { first_position: 6, summarized: true })]),
+    { position: 6, text: "Earlier messages are summarised for the model" }
+  );
+  // A user message carries no view; only answers count.
+  assert.equal(viewStart([{ role: "user", position: 7, context_view: { first_position: 3 } }]), null);
 });

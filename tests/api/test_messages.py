@@ -80,7 +80,11 @@ def test_history_has_every_field(api, history, demo_conversation):
         "usage",
         "latency_ms",
         "cost",
+        "context_view",
     }
+    # The whole history was sent (no context window): the view starts at 0, nothing summarised.
+    assert answer["context_view"] == {"first_position": 0, "summarized": False}
+    assert user["context_view"] is None and weather["context_view"] is None
 
 
 def test_after_returns_only_newer_messages(api, history, demo_conversation):

@@ -145,3 +145,28 @@ export function groupByDate(items, dateOf, now = new Date()) {
   }
   return [...groups.entries()];
 }
+
+/** The marker before the first message the model is sent, when earlier ones are left out. */
+export const VIEW_NOTES = {
+  cut: "Earlier messages are not sent to the model",
+  summarized: "Earlier messages are summarised for the model",
+};
+
+/**
+ * Where the model's view begins, from the newest answer whose call recorded its view
+ * (``context_view``): its first position and the note's words, or null when the model was
+ * sent the whole history.
+ */
+export function viewStart(messages) {
+  let latest = null;
+  for (const message of messages) {
+    if (message.role === "assistant" && message.context_view && (!latest || message.position > latest.position)) {
+      latest = message;
+    }
+  }
+  const view = latest && latest.context_view;
+  if (!view || !view.first_position) {
+    return null;
+  }
+  return { position: view.first_position, text: view.summarized ? VIEW_NOTES.summarized : VIEW_NOTES.cut };
+}

@@ -11,6 +11,7 @@ import { prettyJson, tokenNote } from "./format.js";
 import { renderMarkdown } from "./rich-text.js";
 import { buildProviderTools, buildSources } from "./sources.js";
 import { resetConversationState, state } from "./state.js";
+import { markViewStart } from "./view-start.js";
 
 const ROLE_LABELS = { user: "You", assistant: "Assistant", system: "System", tool: "Tool result" };
 export const STOPPED = "cancelled"; // the finish reason of an answer cut short by Stop
@@ -141,6 +142,7 @@ export function renderMessages(messages) {
   keepingScroll(() => {
     [...messages].sort((a, b) => a.position - b.position).forEach(renderMessage);
     decorate();
+    markViewStart();
   });
 }
 
