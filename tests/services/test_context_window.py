@@ -307,3 +307,17 @@ def test_a_truncated_view_is_marked_as_not_sent(admin_client, demo_conversation,
         f"/admin/conversations/conversation/{demo_conversation.pk}/change/"
     ).content.decode()
     assert f"the model saw #{call.first_position} on: earlier messages were not sent" in html
+
+
+def test_a_newest_turn_that_leaves_no_room_for_a_summary_is_sent_without_one(
+    demo_conversation, windowed, summarizing
+):
+    fill(demo_conversation, turns=3)
+    # About 1,300 tokens: it fits the budget alone, not beside a summary's quarter of it.
+    provider = ScriptedProvider([scripted_text("Read it.")])
+    run = run_tool_loop(conversation=demo_conversation, content="y" * 5200, provider=provider)
+    assert run.status == Run.Status.COMPLETED, run.error_message
+    assert not ContextSummary.objects.exists()
+    (request,) = provider.requests
+    assert request.messages[0].content == windowed.system_prompt
+    assert request.messages[-1].content == "y" * 5200 and len(request.messages) == 2
