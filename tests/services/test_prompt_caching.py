@@ -185,3 +185,18 @@ def test_the_usage_page_shows_the_cache_hit_rate_per_model(admin_client, demo_co
     html = admin_client.get("/admin/conversations/modelcall/usage/").content.decode()
     assert "<th>Cache hits</th>" in html
     assert re.search(r'class="usage-cache-hits"[^>]*>40%</td>', html)
+
+
+def test_a_responses_api_request_carries_the_same_key(user, openai_profile):
+    from conversations.providers.openai_responses import OpenAIResponsesProvider
+    from conversations.services import create_conversation
+    from tests.providers.responses_server import message_item, response_body
+
+    openai_profile.language_model.provider.adapter = "openai_responses"
+    openai_profile.language_model.provider.save()
+    conversation = create_conversation(owner=user, profile=openai_profile)
+    body = response_body([message_item("msg_1", "Hello.")])
+    recorder = Recorder(httpx.Response(200, json=body))
+    provider = OpenAIResponsesProvider(api_key=KEY, http_client=recorder.client)
+    run_tool_loop(conversation=conversation, content="hi", provider=provider)
+    assert recorder.bodies[0]["prompt_cache_key"] == prompt_cache_key(conversation.pk)
