@@ -82,6 +82,7 @@ EXPORTS = {
     ],
     "conversations.services.history": [
         "EXPORT_FORMATS",
+        "ExportedView",
         "MODES",
         "RetentionReport",
         "Turn",
@@ -92,6 +93,7 @@ EXPORTS = {
         "erase_user",
         "expired_conversations",
         "export_payload",
+        "export_view",
         "fork_conversation",
         "import_conversation",
         "purge_conversations",
