@@ -71,7 +71,7 @@ from .base import (
     stable_alias,
     token_count,
 )
-from .caching import mark_cache_breakpoints
+from .caching import with_cache_breakpoints
 from .conversion import require_offered_tool
 from .pairing import OwedResults
 from .structured import anthropic_output
@@ -422,10 +422,7 @@ class AnthropicProvider(HTTPProvider):
                     tools_offered=bool(tools),
                 )
             )
-        if options.cache_key is not None:
-            mark_cache_breakpoints(payload)
-        payload.update(options.extra)
-        return payload
+        return with_cache_breakpoints(payload, options)  # options.extra merged, then marks
 
     def parse_response(
         self,

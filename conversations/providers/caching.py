@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["CACHE_CONTROL", "MAX_BREAKPOINTS", "mark_cache_breakpoints"]
+from .options import CompletionOptions
+
+__all__ = ["CACHE_CONTROL", "MAX_BREAKPOINTS", "mark_cache_breakpoints", "with_cache_breakpoints"]
 
 CACHE_CONTROL: Final = {"type": "ephemeral"}
 """Anthropic's breakpoint: the prefix up to and including the marked block is cached."""
@@ -74,3 +76,12 @@ def _count(value: Any) -> int:
     if isinstance(value, list):
         return sum(_count(item) for item in value)
     return 0
+
+
+def with_cache_breakpoints(payload: dict[str, Any], options: CompletionOptions) -> dict[str, Any]:
+    """An Anthropic body finished: ``options.extra`` merged, then, when ``options.cache_key``
+    asks for caching, its breakpoints marked (marks the extra brought count towards the four)."""
+    payload.update(options.extra)
+    if options.cache_key is not None:
+        mark_cache_breakpoints(payload)
+    return payload

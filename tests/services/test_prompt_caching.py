@@ -200,3 +200,22 @@ def test_a_responses_api_request_carries_the_same_key(user, openai_profile):
     provider = OpenAIResponsesProvider(api_key=KEY, http_client=recorder.client)
     run_tool_loop(conversation=conversation, content="hi", provider=provider)
     assert recorder.bodies[0]["prompt_cache_key"] == prompt_cache_key(conversation.pk)
+
+
+def test_marks_a_profile_adds_through_its_options_count_towards_the_four():
+    from conversations.providers.base import CompletionOptions
+    from conversations.providers.caching import with_cache_breakpoints
+
+    marked = {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    options = CompletionOptions(
+        model="m", cache_key="conv-1", extra={"system": [marked, marked, marked]}
+    )
+    payload = {
+        "system": "ignored",
+        "tools": [{"name": "a"}],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    body = with_cache_breakpoints(payload, options)
+    assert marks(body) == MAX_BREAKPOINTS
+    assert "cache_control" in body["tools"][0]
+    assert body["messages"][-1]["content"] == "hi"
