@@ -183,8 +183,10 @@ def test_switching_from_responses_to_anthropic_sends_the_text_and_no_tool_or_rea
     text = json.dumps(sent)
     for leak in ("web_search_call", "ws_68a1", "reasoning", "rs_ws", "encrypted", "url_citation"):
         assert leak not in text
-    # Anthropic is offered its own server tool for the profile's web search.
-    assert {"type": "web_search_20250305", "name": "web_search"} in sent["tools"]
+    # Anthropic is offered its own server tool for the profile's web search (the last tool
+    # definition also carries the request's prompt cache breakpoint, docs/context.md).
+    offered = [{k: v for k, v in tool.items() if k != "cache_control"} for tool in sent["tools"]]
+    assert {"type": "web_search_20250305", "name": "web_search"} in offered
 
 
 # Refused before a run starts ------------------------------------------------------------
