@@ -73,7 +73,7 @@ def _estimate_stored(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0022_provider_tools_and_citations'),
+        ('conversations', '0023_feedback_scores_evaluations'),
     ]
 
     operations = [
