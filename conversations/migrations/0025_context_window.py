@@ -73,7 +73,7 @@ def _estimate_stored(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0023_feedback_scores_evaluations'),
+        ('conversations', '0024_agents'),
     ]
 
     operations = [
