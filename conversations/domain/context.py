@@ -60,6 +60,13 @@ def provider_family(adapter: str) -> str:
     return adapter if adapter in FAMILY_TOKEN_FACTORS else "openai"
 
 
+def history_read_bound(*, context_window: int, max_output_tokens: int, family: str) -> int:
+    """The stored estimates a history read must cover: more than any view of the window can
+    hold, whatever the calibration (it scales estimates by :data:`MIN_RATIO` at the least)."""
+    room = context_window - min(max_output_tokens, context_window)
+    return int(room / (FAMILY_TOKEN_FACTORS[family] * MIN_RATIO)) + 1
+
+
 def estimate_message_tokens(message: ChatMessage) -> int:
     """About how many tokens ``message`` is on the wire: its text, its calls, the overhead."""
     text = message.content

@@ -21,6 +21,9 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from conversations import domain
+from conversations.domain.context import history_read_bound as bound_for
+from conversations.domain.context import provider_family
+from conversations.domain.estimates import DEFAULT_OUTPUT_TOKENS
 from conversations.models import Conversation, Message, Profile, ToolCall
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "get_history",
     "history_and_tail",
     "history_for_provider",
+    "history_read_bound",
     "message_to_domain",
     "open_tool_calls",
     "tool_call_to_domain",
@@ -247,15 +251,32 @@ def history_for_provider(
     return history_and_tail(conversation=conversation, profile=profile)[0]
 
 
+def history_read_bound(profile: Profile | None) -> int | None:
+    """The stored estimates a run of ``profile`` must read (``None``: no context window, all)."""
+    model = profile.language_model if profile is not None else None
+    if profile is None or model is None or not model.context_window:
+        return None
+    output = profile.max_tokens or model.max_output_tokens or DEFAULT_OUTPUT_TOKENS
+    family = provider_family(model.provider.adapter)
+    return bound_for(context_window=model.context_window, max_output_tokens=output, family=family)
+
+
 def history_and_tail(
-    *, conversation: Conversation, profile: Profile | None, within: int | None = None
+    *,
+    conversation: Conversation,
+    profile: Profile | None,
+    within: int | None = None,
+    bounded: bool = False,
 ) -> tuple[list[domain.ChatMessage], TranscriptTail]:
     """:func:`history_for_provider` and the conversation's :class:`TranscriptTail`, same queries.
 
     ``within`` (estimated tokens; a run whose model has a context window): only the newest
     messages a view within that many tokens could send are read, from a whole turn on, in
     the same single query (the tail's ``first_position`` says where it starts).
+    ``bounded``: ``within`` is the profile's (:func:`history_read_bound`).
     """
+    if bounded and within is None:
+        within = history_read_bound(profile)
     history, tail = _history(conversation, within)
     if profile is not None and profile.system_prompt:
         return [domain.ChatMessage.system(profile.system_prompt), *history], tail

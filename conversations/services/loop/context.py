@@ -32,7 +32,7 @@ from conversations.domain.context import (
 from conversations.domain.estimates import DEFAULT_OUTPUT_TOKENS
 from conversations.exceptions import ContextTooLarge
 from conversations.models import ContextStrategy, ContextSummary, Profile
-from conversations.selectors import Reported, TranscriptTail
+from conversations.selectors import Reported, TranscriptTail, history_read_bound
 
 __all__ = [
     "ContextWindow",
@@ -122,10 +122,7 @@ def unbounded_window() -> ContextWindow:
 
 def read_bound(profile: Profile | None) -> int | None:
     """The stored estimates the history read must cover: more than any view can hold."""
-    context = context_window_for(profile)
-    if context is None:
-        return None
-    return int((context.window - context.output) / (context.factor * MIN_RATIO)) + 1
+    return history_read_bound(profile)
 
 
 @dataclass(frozen=True, slots=True)

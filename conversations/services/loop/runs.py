@@ -46,7 +46,6 @@ from conversations.selectors import (
 
 from ..transcript.messages import append_after
 from ..usage.prices import Prices
-from .context import read_bound
 from .fencing import fenced
 from .hot_path import open_turn
 from .recovery import recover_runs
@@ -256,9 +255,7 @@ def _read(
 ) -> tuple[list[ChatMessage] | None, TranscriptTail]:
     """The history and the tail, or (``history=False``) only the tail."""
     if history:
-        return history_and_tail(
-            conversation=conversation, profile=profile, within=read_bound(profile)
-        )
+        return history_and_tail(conversation=conversation, profile=profile, bounded=True)
     return None, transcript_tail(conversation=conversation)
 
 
