@@ -41,6 +41,12 @@ from tests.fake_provider import WIRES, FakeAnswer, FakeProviderServer, paced
 pytestmark = pytest.mark.django_db
 
 KEY_VARIABLE = "STREAM_DEADLINE_TEST_KEY"
+DEADLINE = 2.0
+"""A bound the text sent before it must beat: ample for a machine under load.
+
+Until the first delta, the idle bound counts from the request, so a bound
+of half a second failed these tests when a loaded machine took that long to
+run the fake vendor's thread; two seconds costs each test its wait only."""
 ADAPTERS = sorted(WIRES)
 
 
@@ -93,7 +99,7 @@ def test_keep_alives_after_some_text_fail_the_run_and_keep_the_text(
 ):
     wire = WIRES[adapter]
     with FakeProviderServer(keep_alives_after(adapter, wire.delta("Partly "))) as server:
-        profile = streaming_profile(server, adapter, timeout=0.5)
+        profile = streaming_profile(server, adapter, timeout=DEADLINE)
         conversation = create_conversation(owner=user, profile=profile)
         run = run_tool_loop(conversation=conversation, content="Go", profile=profile)
 
@@ -117,7 +123,7 @@ def test_a_call_fragment_cut_by_the_deadline_is_dropped_never_stored(user, strea
     )
     answer = keep_alives_after("openai_compatible", fragment, call_start)
     with FakeProviderServer(answer) as server:
-        profile = streaming_profile(server, "openai_compatible", timeout=0.5)
+        profile = streaming_profile(server, "openai_compatible", timeout=DEADLINE)
         conversation = create_conversation(owner=user, profile=profile)
         run = run_tool_loop(conversation=conversation, content="1+2?", profile=profile)
 
@@ -153,7 +159,7 @@ def test_a_stream_past_max_stream_seconds_fails_the_run_and_keeps_the_text(user,
     pieces = paced([wire.start], every=0.05, then=wire.delta("more "), for_seconds=10)
     answer = FakeAnswer(b"", content_type=wire.content_type, pieces=pieces)
     with FakeProviderServer(answer) as server:
-        profile = streaming_profile(server, "anthropic", timeout=5, max_stream_seconds=0.5)
+        profile = streaming_profile(server, "anthropic", timeout=5, max_stream_seconds=DEADLINE)
         conversation = create_conversation(owner=user, profile=profile)
         run = run_tool_loop(conversation=conversation, content="Go", profile=profile)
 
