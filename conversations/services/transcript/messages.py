@@ -339,6 +339,7 @@ def _write(
     messages are inserted in segments that end at an assistant message with
     calls, each followed by one bulk insert of those calls. Inside a segment
     rows go in position order, which is what the row-by-row triggers see.
+    Each insert is ``bulk_create``'s, with its statement kept (``_sql.insert``).
     """
     call_rows: dict[str, int | ToolCall] = dict(open_calls)
     rows: list[Message] = []
@@ -365,7 +366,7 @@ def _write(
         segment.append(row)
         rows.append(row)
         if item.tool_calls:
-            Message.objects.bulk_create(segment)
+            _sql.insert(segment)
             segment = []
             calls = [
                 ToolCall(
@@ -381,13 +382,13 @@ def _write(
             ]
             if prepare_calls is not None:
                 prepare_calls(calls)
-            ToolCall.objects.bulk_create(calls)
+            _sql.insert(calls)
             # Handed over as the prefetched relation: row.tool_calls.all() needs no query.
             # Django's private prefetch cache is not in the stubs.
             row._prefetched_objects_cache = {"tool_calls": calls}  # type: ignore[attr-defined]
             call_rows.update((call.call_id, call) for call in calls)
     if segment:
-        Message.objects.bulk_create(segment)
+        _sql.insert(segment)
     return rows
 
 

@@ -27,11 +27,13 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
+from django.db.models.signals import post_save, pre_save
 
 from conversations.conf import app_settings
 from conversations.domain import Usage
 from conversations.models import LanguageModel, Message, ModelCall, Profile, Run
 
+from .. import _sql
 from .budgets import BudgetCheck, charge_budgets
 from .prices import PRICE_FIELDS, Prices
 
@@ -131,7 +133,7 @@ def record_model_call(
             run=run,
             budgets=budgets,
         )
-        call = ModelCall.objects.create(
+        call = ModelCall(
             run=run,
             root_run_id=run.root_run_id or run.pk,
             conversation_id=run.conversation_id,
@@ -163,8 +165,18 @@ def record_model_call(
             cost=cost,
             estimated=usage.estimated,
         )
+        _insert(call)
         _charge_run(run, usage, cost, tokens=not run_charged, price=not run_charged)
     return call
+
+
+def _insert(call: ModelCall) -> None:
+    """Insert the ledger row: ``save()``'s signals when anything listens to them, else the
+    cached statement of :func:`~conversations.services._sql.insert` (the same row)."""
+    if pre_save.has_listeners(ModelCall) or post_save.has_listeners(ModelCall):
+        call.save(force_insert=True)
+    else:
+        _sql.insert([call])
 
 
 def _charge_run(run: Run, usage: Usage, cost: Decimal | None, *, tokens: bool, price: bool) -> None:
