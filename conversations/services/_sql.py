@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import connection, models
 from django.db.models import AutoField, Model
 
 
@@ -52,9 +52,16 @@ def insert(objs: Sequence[Model]) -> None:
             related = field.get_cached_value(obj, None)
             if related is not None and getattr(obj, field.attname) is None:
                 setattr(obj, field.attname, related.pk)  # saved after it was assigned
-        params.extend(
-            field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields
-        )
+        for field, plain, adapt in fields:
+            if plain is not None:
+                value = getattr(obj, field.attname)
+                if value is None:
+                    params.append(None)
+                    continue
+                if type(value) is plain:  # what the field's preparation makes of it
+                    params.append(value if adapt is None else adapt(value))
+                    continue
+            params.append(field.get_db_prep_save(field.pre_save(obj, True), connection))
     if any(hasattr(value, "resolve_expression") for value in params):
         model._default_manager.bulk_create(objs)
         return
@@ -68,8 +75,9 @@ def insert(objs: Sequence[Model]) -> None:
         obj._state.db = alias
 
 
-def _columns(model: type[Model]) -> tuple[list[Any], list[Any], Any]:
-    """The fields ``bulk_create`` inserts for rows without a key, the relations, the key."""
+def _columns(model: type[Model]) -> tuple[list[_Column], list[Any], Any]:
+    """The fields ``bulk_create`` inserts for rows without a key (see :data:`_PLAIN`), the
+    relations among them, the key."""
     found = _COLUMNS.get(model)
     if found is None:
         opts = model._meta
@@ -77,18 +85,56 @@ def _columns(model: type[Model]) -> tuple[list[Any], list[Any], Any]:
             f for f in opts.concrete_fields if not f.generated and not isinstance(f, AutoField)
         ]
         relations = [f for f in fields if f.is_relation]
-        found = _COLUMNS[model] = (fields, relations, opts.pk)
+        found = _COLUMNS[model] = ([(f, *_plain_type(f)) for f in fields], relations, opts.pk)
     return found
 
 
+_Column = tuple[Any, type | None, Any]
+"""A field, the type of value it sends as it is (or ``None``), and how the backend adapts it."""
+
+_INTEGERS = (
+    models.IntegerField,
+    models.BigIntegerField,
+    models.SmallIntegerField,
+    models.PositiveIntegerField,
+    models.PositiveBigIntegerField,
+    models.PositiveSmallIntegerField,
+)
+_PLAIN: dict[type, type] = {
+    **dict.fromkeys((models.CharField, models.TextField), str),
+    **dict.fromkeys(_INTEGERS, int),
+    **dict.fromkeys((models.BigAutoField, models.AutoField), int),
+    models.BooleanField: bool,
+}
+"""Field classes (exactly these, not subclasses) whose ``pre_save`` reads the attribute and
+whose ``get_db_prep_save`` gives ``None`` for ``None`` and, for a value of exactly this type,
+the value itself, but for integer fields on PostgreSQL (``adapt_integerfield_value`` wraps
+it in psycopg's type of the column's size, which :func:`_plain_type` returns)."""
+
+
+def _plain_type(field: Any) -> tuple[type | None, Any]:
+    if field.is_relation:
+        # A key: its target's preparation (an auto key's is the value itself).
+        target = field.target_field
+        plain = _PLAIN.get(type(target)) if type(field) is models.ForeignKey else None
+        return (plain, None) if isinstance(target, AutoField) else (None, None)
+    plain = _PLAIN.get(type(field))
+    if plain is None or isinstance(field, AutoField):
+        return None, None
+    types = getattr(connection.ops, "integerfield_type_map", None)
+    if isinstance(field, _INTEGERS) and types is not None:
+        return plain, types[field.get_internal_type()]
+    return plain, None
+
+
 def _plain(
-    objs: Sequence[Model], model: type[Model], fields: list[Any], relations: list[Any], key: Any
+    objs: Sequence[Model], model: type[Model], fields: list[_Column], relations: list[Any], key: Any
 ) -> bool:
     if not connection.features.can_return_rows_from_bulk_insert:
         return False
-    if not isinstance(key, AutoField) or any(hasattr(f, "get_placeholder") for f in fields):
+    if not isinstance(key, AutoField) or any(hasattr(f[0], "get_placeholder") for f in fields):
         return False
-    if connection.ops.bulk_batch_size(fields, objs) < len(objs):
+    if connection.ops.bulk_batch_size([f[0] for f in fields], objs) < len(objs):
         return False
     for obj in objs:
         if type(obj) is not model or getattr(obj, key.attname) is not None:
@@ -110,7 +156,7 @@ def _statement(model: type[Model], rows: int, fields: list[Any], key: Any) -> st
         table_name = quote(model._meta.db_table)
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
         sql = _STATEMENTS[cache_key] = (
-            f"INSERT INTO {table_name} ({', '.join(quote(f.column) for f in fields)}) "
+            f"INSERT INTO {table_name} ({', '.join(quote(f[0].column) for f in fields)}) "
             f"VALUES {', '.join([row] * rows)} RETURNING {table_name}.{quote(key.column)}"
         )
     return sql

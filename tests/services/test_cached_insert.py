@@ -25,7 +25,7 @@ from django.utils import timezone
 from conversations.models import Message, ModelCall, Run, ToolCall
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import run_tool_loop
-from conversations.services._sql import insert
+from conversations.services._sql import _columns, insert
 from conversations.tools import registry, tool
 
 pytestmark = pytest.mark.django_db
@@ -227,3 +227,32 @@ def test_the_ledger_row_is_stored_and_saved_with_signals_when_something_listens(
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
+
+
+def test_each_plain_value_is_sent_as_the_fields_own_preparation_sends_it(conversation):
+    """The values sent without the field's preparation are exactly what it returns."""
+    sent: list[Any] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.extend(params)
+        return execute(sql, params, many, context)
+
+    message = turn(conversation, None, 0)[0]
+    message.role = "assistant"  # a plain str, not the choices' member
+    made = [message]
+    with connection.execute_wrapper(capture):
+        insert(made)
+    made_calls = calls(message, None)
+    with connection.execute_wrapper(capture):
+        insert(made_calls)
+    checked = 0
+    for obj in [*made, *made_calls]:
+        for field, plain, _adapt in _columns(type(obj))[0]:
+            value = sent.pop(0)
+            if plain is None:
+                continue
+            expected = field.get_db_prep_save(getattr(obj, field.attname), connection)
+            assert (type(value), value) == (type(expected), expected), field.name
+            checked += 1
+    assert sent == []
+    assert checked >= 20
