@@ -263,3 +263,52 @@ def test_without_the_extra_nothing_is_imported_and_spans_do_nothing():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_with_no_provider_configured_no_span_is_made_and_one_set_later_gets_them():
+    # A fresh interpreter: OpenTelemetry installed, no provider set (yet).
+    script = textwrap.dedent(
+        """
+        import django, os
+        os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings_test"
+        django.setup()
+        from opentelemetry import metrics, trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from conversations.services.usage import tracing
+
+        def spans():
+            with tracing.agent_span(profile="p", conversation_id="c", provider="x"):
+                with tracing.chat_span(provider="x", model="m", conversation_id="c", messages=[]) as c:
+                    pass
+                t = tracing.start_tool_span(name="t", call_id="1", arguments={})
+                with t.current():
+                    t.finished(status="succeeded", result="r")
+            return c.span, t.span
+
+        assert spans() == (None, None)
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        chat, tool = spans()  # meters only: the chat span's duration is measured
+        assert chat is not None and tool is None
+        assert reader.get_metrics_data() is not None
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        chat, tool = spans()
+        assert chat.is_recording() is False and tool.is_recording() is False  # ended
+        names = sorted(span.name for span in exporter.get_finished_spans())
+        assert names == ["chat m", "execute_tool t", "invoke_agent p"], names
+        print("ok")
+        """
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -11,7 +11,9 @@ Message content, tool arguments and tool results are recorded only when
 ``CONVERSATIONS["TRACE_CONTENT"]`` is true: they may hold personal data.
 
 Without ``opentelemetry-api`` installed, every function here returns a span
-that does nothing, and no OpenTelemetry module is imported.
+that does nothing, and no OpenTelemetry module is imported. With it but no
+tracer provider configured (no meter provider either, for ``chat``), the
+same: OpenTelemetry would drop the spans, so none is made.
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ try:
 except ImportError:  # the extra is not installed: every span is a no-op
     trace = None  # type: ignore[assignment]
     metrics = None  # type: ignore[assignment]
+    _UNSET: tuple[type, ...] = ()
+else:
+    # The providers OpenTelemetry hands out while the host has configured none: spans and
+    # measurements made through them are dropped, so none is made.
+    _UNSET = (trace.ProxyTracerProvider, trace.NoOpTracerProvider, metrics.NoOpMeterProvider)
+    try:
+        from opentelemetry.metrics._internal import _ProxyMeterProvider
+    except ImportError:  # moved: meters count as configured
+        pass
+    else:
+        _UNSET += (_ProxyMeterProvider,)
 
 __all__ = [
     "ENABLED",
@@ -48,6 +61,16 @@ ENABLED = trace is not None
 """Whether ``opentelemetry-api`` is importable (then spans are emitted)."""
 
 INSTRUMENTATION = "conversations"
+
+
+def _tracing() -> bool:
+    """Whether a tracer provider is configured: without one every span is dropped unseen."""
+    return not isinstance(trace.get_tracer_provider(), _UNSET)
+
+
+def _metering() -> bool:
+    """Whether a meter provider is configured: without one every measurement is dropped."""
+    return not isinstance(metrics.get_meter_provider(), _UNSET)
 
 
 def _content_on() -> bool:
@@ -128,7 +151,7 @@ class ToolSpan:
 @contextmanager
 def agent_span(*, profile: str, conversation_id: Any, provider: str) -> Iterator[None]:
     """``invoke_agent {profile}``: one run of the tool loop."""
-    if trace is None:
+    if trace is None or not _tracing():
         yield
         return
     attributes = {
@@ -148,7 +171,7 @@ def chat_span(
     *, provider: str, model: str, conversation_id: Any, messages: Sequence[ChatMessage]
 ) -> Iterator[CallSpan]:
     """``chat {model}``: one request to a provider; errors are recorded and re-raised."""
-    if trace is None or metrics is None:
+    if trace is None or metrics is None or not (_tracing() or _metering()):
         yield CallSpan(None, {})
         return
     attributes = {
@@ -191,7 +214,7 @@ def start_tool_span(*, name: str, call_id: str, arguments: Any) -> ToolSpan:
     For a call executed elsewhere (a worker thread, an event loop): make it
     current there with :meth:`ToolSpan.current`; :meth:`ToolSpan.finished` ends it.
     """
-    if trace is None:
+    if trace is None or not _tracing():
         return ToolSpan(None)
     attributes = {
         "gen_ai.operation.name": "execute_tool",
