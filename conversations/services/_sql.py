@@ -65,8 +65,17 @@ def insert(objs: Sequence[Model]) -> None:
     if any(hasattr(value, "resolve_expression") for value in params):
         model._default_manager.bulk_create(objs)
         return
+    rows, width = len(objs), len(fields)
+    if rows > 1 and connection.vendor == "postgresql":
+        # As Django's own multi-row insert there: one array per column, so the
+        # statement and its parameters do not grow with the rows (psycopg keeps
+        # the parsed statement of at most 50 parameters).
+        params = [params[column::width] for column in range(width)]
+        sql = _statement(model, 0, fields, key)
+    else:
+        sql = _statement(model, rows, fields, key)
     with connection.cursor() as cursor:
-        cursor.execute(_statement(model, len(objs), fields, key), params)
+        cursor.execute(sql, params)
         returned = cursor.fetchall()
     alias = connection.alias
     for obj, (value,) in zip(objs, returned, strict=True):
@@ -136,6 +145,8 @@ def _plain(
         return False
     if connection.ops.bulk_batch_size([f[0] for f in fields], objs) < len(objs):
         return False
+    if len(objs) > 1 and connection.vendor == "postgresql" and not _arrays(model, fields):
+        return False  # a column UNNEST cannot take (as Django's own check)
     for obj in objs:
         if type(obj) is not model or getattr(obj, key.attname) is not None:
             return False
@@ -148,15 +159,37 @@ def _plain(
     return True
 
 
+_ARRAYS: dict[type[Model], bool] = {}
+
+
+def _arrays(model: type[Model], fields: list[_Column]) -> bool:
+    """Whether every column can be sent as an array of its type (PostgreSQL)."""
+    found = _ARRAYS.get(model)
+    if found is None:
+        found = _ARRAYS[model] = all(
+            f.db_type(connection) is not None
+            and (f.target_field if f.is_relation else f).get_internal_type()
+            in connection.data_types
+            for f, _plain, _adapt in fields
+        )
+    return found
+
+
 def _statement(model: type[Model], rows: int, fields: list[Any], key: Any) -> str:
+    """The ``INSERT`` of ``rows`` rows; 0: of one array per column (PostgreSQL)."""
     cache_key = (model, rows, connection.vendor)
     sql = _STATEMENTS.get(cache_key)
     if sql is None:
         quote = connection.ops.quote_name
         table_name = quote(model._meta.db_table)
-        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        if rows:
+            row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+            values = f"VALUES {', '.join([row] * rows)}"
+        else:  # PostgreSQL's arrays; the type without its modifiers, as Django does
+            types = (f[0].db_type(connection).split("(")[0] for f in fields)
+            values = f"SELECT * FROM UNNEST({', '.join(f'(%s)::{t}[]' for t in types)})"
         sql = _STATEMENTS[cache_key] = (
             f"INSERT INTO {table_name} ({', '.join(quote(f[0].column) for f in fields)}) "
-            f"VALUES {', '.join([row] * rows)} RETURNING {table_name}.{quote(key.column)}"
+            f"{values} RETURNING {table_name}.{quote(key.column)}"
         )
     return sql

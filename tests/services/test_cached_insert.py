@@ -160,6 +160,8 @@ def test_each_insert_is_one_statement_and_its_text_is_kept(conversation):
         insert(turn(conversation, None, 2))
     assert len(first.captured_queries) == len(second.captured_queries) == 1
     assert "RETURNING" in first.captured_queries[0]["sql"]
+    if connection.vendor == "postgresql":  # one array per column, as Django's own insert
+        assert "UNNEST" in first.captured_queries[0]["sql"]
     with CaptureQueriesContext(connection) as one_row:
         insert(turn(conversation, None, 4)[:1])
     assert len(one_row.captured_queries) == 1
@@ -234,7 +236,10 @@ def test_each_plain_value_is_sent_as_the_fields_own_preparation_sends_it(convers
     sent: list[Any] = []
 
     def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        sent.extend(params)
+        if "UNNEST" in sql:  # PostgreSQL's rows as one array per column: back to rows
+            sent.extend(value for row in zip(*params, strict=True) for value in row)
+        else:
+            sent.extend(params)
         return execute(sql, params, many, context)
 
     message = turn(conversation, None, 0)[0]
