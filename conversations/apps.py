@@ -1,4 +1,4 @@
-"""AppConfig: registers the system checks and discovers tools of installed apps."""
+"""AppConfig: registers the system checks, discovers tools of installed apps, wires signals."""
 
 from django.apps import AppConfig
 
@@ -11,8 +11,11 @@ class ConversationsConfig(AppConfig):
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)
         from .conf import apply_limits
+        from .services.attachments import connect_signals
         from .tools import autodiscover
 
         # After every app is loaded, so each app's llm_tools may import its models.
         autodiscover()
         apply_limits()
+        # A deleted attachment's stored object goes once the delete commits.
+        connect_signals()

@@ -198,3 +198,55 @@ def check_mcp_sdk(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             id="conversations.E020",
         )
     ]
+
+
+@register()
+def check_attachments(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The attachments' storage exists, their types can be served safely, their limits are positive."""
+    from django.conf import settings
+
+    from .services.attachments import NEVER_ALLOWED
+
+    conf = app_settings()
+    messages: list[CheckMessage] = []
+    storages = getattr(settings, "STORAGES", {}) or {}
+    if conf.ATTACHMENT_STORAGE not in storages:
+        messages.append(
+            Error(
+                f"CONVERSATIONS['ATTACHMENT_STORAGE'] is {conf.ATTACHMENT_STORAGE!r}, which is "
+                "not a key of STORAGES.",
+                hint="Name a storage of STORAGES (default: 'default'); docs/attachments.md.",
+                id="conversations.E030",
+            )
+        )
+    types = conf.ATTACHMENT_TYPES
+    if isinstance(types, str) or not isinstance(types, list | tuple):
+        messages.append(
+            Error(
+                "CONVERSATIONS['ATTACHMENT_TYPES'] must be a list of media types.",
+                id="conversations.E031",
+            )
+        )
+    else:
+        refused = sorted(str(t) for t in types if t in NEVER_ALLOWED or "/" not in str(t))
+        if refused:
+            messages.append(
+                Warning(
+                    f"CONVERSATIONS['ATTACHMENT_TYPES'] lists {', '.join(refused)}: such files "
+                    "are refused anyway (a browser or a machine may run them).",
+                    hint="Remove them; SVG, HTML, XML, scripts and executables are never stored.",
+                    id="conversations.W030",
+                )
+            )
+    for name, integer, check_id in (
+        ("MAX_ATTACHMENT_BYTES", True, "conversations.E001"),
+        ("MAX_ATTACHMENTS_PER_MESSAGE", True, "conversations.E001"),
+        ("PDF_TEXT_MAX_PAGES", True, "conversations.E001"),
+        ("PDF_TEXT_MAX_CHARS", True, "conversations.E001"),
+        ("PDF_TEXT_TIMEOUT_SECONDS", False, "conversations.E012"),
+    ):
+        try:
+            positive_setting(name, integer=integer)
+        except ConfigurationError as exc:
+            messages.append(Error(exc.detail, id=check_id))
+    return messages

@@ -118,6 +118,32 @@ class ConversationsSettings:
     agents ... this many levels down, never more, and never itself. Forms and the database
     refuse a longer chain; the database's rule holds the value in force when the rules were
     installed (``manage.py migrate``; see docs/agents.md)."""
+    ATTACHMENT_STORAGE: str = "default"
+    """The key of Django's ``STORAGES`` attachments' bytes are stored on (``default``: the
+    default storage, files under ``MEDIA_ROOT``; an S3 bucket through django-storages...)."""
+    ATTACHMENT_TYPES: tuple[str, ...] = (
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "application/pdf",
+        "text/plain",
+        "text/markdown",
+        "text/csv",
+        "application/json",
+    )
+    """The media types an upload may have (sniffed from its bytes); anything else is a 415
+    (``unsupported_media_type``). SVG, HTML and executables are refused whatever this says."""
+    MAX_ATTACHMENT_BYTES: int = 20 * 1024 * 1024
+    """Largest attachment, in bytes; a larger upload is a 413 (``attachment_too_large``)."""
+    MAX_ATTACHMENTS_PER_MESSAGE: int = 10
+    """Most attachments one message may reference; more is a 400 naming ``attachments``."""
+    PDF_TEXT_MAX_PAGES: int = 50
+    """A PDF sent as text to a model that cannot read PDFs: at most this many pages."""
+    PDF_TEXT_MAX_CHARS: int = 100_000
+    """...and at most this many characters of text."""
+    PDF_TEXT_TIMEOUT_SECONDS: float = 10.0
+    """...and no page is started after this many seconds of extracting."""
 
 
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ConversationsSettings)}

@@ -5,6 +5,8 @@ to clients unchanged, so codes are part of the public contract.
 
     ConversationsError
     ├── InvalidArgumentError (ValueError)   a value object or request is malformed
+    │   ├── AttachmentTooLarge              a file over ``MAX_ATTACHMENT_BYTES`` (or a provider's limit)
+    │   └── UnsupportedMediaType            a file whose sniffed type is not allowed
     ├── ConfigurationError                  a provider/profile/tool is misconfigured
     ├── ConversationBusy                    another run is already running
     │   └── ApprovalPending                 ...or waits for a tool call approval
@@ -43,6 +45,7 @@ __all__ = [
     "ApprovalAlreadyDecided",
     "ApprovalForbidden",
     "ApprovalPending",
+    "AttachmentTooLarge",
     "BudgetExceeded",
     "ConfigurationError",
     "ContextTooLarge",
@@ -66,6 +69,7 @@ __all__ = [
     "RunNotRunning",
     "SearchTimeout",
     "TooManyRuns",
+    "UnsupportedMediaType",
     "WouldSplitToolCall",
 ]
 
@@ -104,6 +108,21 @@ class InvalidArgumentError(ConversationsError, ValueError):
         """Return a copy whose ``field`` is nested under ``prefix``."""
         path = str(prefix) if self.field is None else f"{prefix}/{self.field}"
         return InvalidArgumentError(self.detail, code=self.code, field=path)
+
+
+class AttachmentTooLarge(InvalidArgumentError):
+    """A file is larger than ``MAX_ATTACHMENT_BYTES``, or than a provider takes inline.
+
+    ``code`` is ``attachment_too_large`` or ``attachment_too_large_for_provider``.
+    """
+
+    code = "attachment_too_large"
+
+
+class UnsupportedMediaType(InvalidArgumentError):
+    """A file's type, sniffed from its bytes, is not one ``ATTACHMENT_TYPES`` allows."""
+
+    code = "unsupported_media_type"
 
 
 class ConfigurationError(ConversationsError):

@@ -182,6 +182,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
+# Uploaded attachments (CONVERSATIONS["ATTACHMENT_STORAGE"] is "default": files under MEDIA_ROOT).
+MEDIA_URL = "media/"
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(BASE_DIR / "media")))
+
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/chat/"
 

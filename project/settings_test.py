@@ -9,6 +9,9 @@ from project.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# Attachments the tests store land in a directory of this process, never in the project's.
+MEDIA_ROOT = __import__("tempfile").mkdtemp(prefix="conversations-test-media-")
+
 # SQLite: the test database is a file rather than Django's shared in-memory
 # database. Live-server tests run the tool loop in background threads beside
 # the server's own; in a shared in-memory database a second connection that

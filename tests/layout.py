@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("models", "providers", "tools"),
     ("selectors", "mcp"),
     ("services._sql",),
-    ("services.usage", "services.configuration"),
+    ("services.usage", "services.configuration", "services.attachments"),
     ("services.transcript",),
     ("services.loop",),
     ("services.history", "services.approvals", "services.feedback", "services.evaluation"),

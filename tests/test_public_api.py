@@ -2,7 +2,8 @@
 
 ``conversations.services`` exports the documented use cases a host project
 calls (submitting and running, cancelling and recovering, deciding approvals,
-branches, retention, import and export, usage, checking a provider), and
+branches, retention, import and export, usage, checking a provider, storing
+attachments), and
 nothing else; the capability packages under it export what the rest of the
 app uses. A change to a list here belongs in the CHANGELOG.
 """
@@ -16,6 +17,7 @@ EXPORTS = {
         "ConnectionCheck",
         "MessageDetails",
         "RetentionReport",
+        "StoredAttachment",
         "append_messages",
         "approval_required",
         "budget_statuses",
@@ -32,6 +34,7 @@ EXPORTS = {
         "extract",
         "fork_conversation",
         "import_conversation",
+        "purge_attachments",
         "purge_conversations",
         "rebuild_search_index",
         "recover_runs",
@@ -39,6 +42,7 @@ EXPORTS = {
         "regenerate_answer",
         "run_tool_loop",
         "start_run",
+        "store_attachment",
         "store_output_schema",
         "submit_message",
         "update_conversation",
@@ -120,6 +124,27 @@ EXPORTS = {
         "expire_approvals",
         "resolve_approval_level",
     ],
+    "conversations.services.attachments": [
+        "MODALITIES",
+        "NEVER_ALLOWED",
+        "PdfText",
+        "StoredAttachment",
+        "allowed_media_types",
+        "check_size",
+        "connect_signals",
+        "delete_stored_file",
+        "delete_unreferenced_attachments",
+        "extract_pdf_text",
+        "fallback_text",
+        "load_parts",
+        "open_attachment",
+        "prepare_for_model",
+        "purge_attachments",
+        "read_attachment",
+        "sanitise_name",
+        "sniff_media_type",
+        "store_attachment",
+    ],
     "conversations.services.configuration": [
         "AGENT_TOOL_PREFIX",
         "ConnectionCheck",
@@ -170,6 +195,7 @@ EXPORTS = {
     "conversations.domain": [
         "ChatMessage",
         "CompletionResponse",
+        "FilePart",
         "InvalidArgumentError",
         "PROVIDER_TOOL_KINDS",
         "ProviderTool",

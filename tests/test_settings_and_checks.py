@@ -125,3 +125,24 @@ def test_the_suite_runs_on_the_test_settings_with_a_fast_hasher(settings):
 
     assert settings.SETTINGS_MODULE == "project.settings_test"
     assert make_password("secret").startswith("md5$")
+
+
+@pytest.mark.parametrize(
+    ("conf", "expected"),
+    [
+        ({"ATTACHMENT_STORAGE": "nowhere"}, ["conversations.E030"]),
+        ({"ATTACHMENT_TYPES": "image/png"}, ["conversations.E031"]),
+        ({"ATTACHMENT_TYPES": ["image/png", "image/svg+xml"]}, ["conversations.W030"]),
+        ({"MAX_ATTACHMENT_BYTES": 0}, ["conversations.E001"]),
+        ({"MAX_ATTACHMENTS_PER_MESSAGE": "10"}, ["conversations.E001"]),
+        ({"PDF_TEXT_MAX_PAGES": 0}, ["conversations.E001"]),
+        ({"PDF_TEXT_TIMEOUT_SECONDS": 0}, ["conversations.E012"]),
+    ],
+)
+def test_attachment_misconfiguration_is_reported_with_a_stable_id(conf, expected):
+    from conversations.checks import check_attachments
+
+    with override_settings(CONVERSATIONS=conf):
+        messages = check_attachments()
+    assert ids(messages) == expected
+    assert all(repr(next(iter(conf))) in m.msg for m in messages)

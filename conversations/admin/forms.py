@@ -128,7 +128,8 @@ def _json_kind(value: Any) -> str:
 
 
 class LanguageModelForm(forms.ModelForm):
-    """Checks that ``sampling_parameters`` is empty or a list of known parameter names."""
+    """Checks that ``sampling_parameters`` is empty or a list of known parameter names,
+    and ``input_modalities`` a list of ``image`` and ``pdf`` (empty: text only)."""
 
     class Meta:
         model = LanguageModel
@@ -144,8 +145,14 @@ class LanguageModelForm(forms.ModelForm):
             "reasoning_price_per_million",
             "web_search_price_per_call",
             "sampling_parameters",
+            "input_modalities",
             "is_active",
         )
+
+    def clean_input_modalities(self) -> list[str]:
+        # Left empty: text only (the column is a list, never null).
+        value = self.cleaned_data.get("input_modalities")
+        return [] if value is None else value
 
     def clean_sampling_parameters(self) -> list[str] | None:
         value = self.cleaned_data.get("sampling_parameters")

@@ -40,6 +40,7 @@ from conversations.database import RETRY_AFTER_SECONDS, database_busy
 from conversations.exceptions import (
     ApprovalAlreadyDecided,
     ApprovalForbidden,
+    AttachmentTooLarge,
     BudgetExceeded,
     ConfigurationError,
     ContextTooLarge,
@@ -56,6 +57,7 @@ from conversations.exceptions import (
     RunNotRunning,
     SearchTimeout,
     TooManyRuns,
+    UnsupportedMediaType,
     WouldSplitToolCall,
 )
 
@@ -76,6 +78,9 @@ __all__ = [
 ]
 
 ERROR_STATUSES: Final[tuple[tuple[type[ConversationsError], int], ...]] = (
+    # Order matters: the first matching class wins (both are InvalidArgumentErrors).
+    (AttachmentTooLarge, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE),
+    (UnsupportedMediaType, status.HTTP_415_UNSUPPORTED_MEDIA_TYPE),
     (InvalidArgumentError, status.HTTP_400_BAD_REQUEST),
     (ConversationBusy, status.HTTP_409_CONFLICT),
     (RunCancelled, status.HTTP_409_CONFLICT),
@@ -145,10 +150,14 @@ def blame_configuration() -> Iterator[None]:
     An :class:`InvalidArgumentError` raised there comes from stored state (a
     profile forcing a tool it does not offer, a history an adapter refuses),
     not from the request, so it must not point into the request body: it
-    becomes a :class:`ConfigurationError` (503) that keeps its code.
+    becomes a :class:`ConfigurationError` (503) that keeps its code. A file
+    too large for the provider (:class:`AttachmentTooLarge`) is the request's
+    own: it stays a 413.
     """
     try:
         yield
+    except AttachmentTooLarge:
+        raise
     except InvalidArgumentError as exc:
         raise ConfigurationError(exc.detail, code=exc.code) from exc
 

@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
 
 from conversations.conf import app_settings
-from conversations.domain import USAGE_FIELDS, InvalidArgumentError, parse_provider_tools, timing
+from conversations.domain import USAGE_FIELDS, timing
 from conversations.models import (
     TITLE_MAX_LENGTH,
     Message,
-    Profile,
-    Provider,
     Run,
     RunStatus,
 )
 
 from .agent_serializers import RunTreeSerializer
+from .attachment_serializers import AttachmentReferencesField
 from .context_view import ContextViewField
 from .errors import APIError, error_item
 from .fields import JSONObjectField, NamedChoiceField, ProfileSlugField, check_storable
@@ -41,11 +41,9 @@ __all__ = [
     "MessageListQuerySerializer",
     "MessageSerializer",
     "PostMessageResultSerializer",
-    "ProfileSerializer",
     "QueuedRunSerializer",
     "RunFailureSerializer",
     "RunSerializer",
-    "ToolSerializer",
 ]
 
 MAX_IMPORT_MESSAGES = 1000
@@ -150,6 +148,7 @@ class MessageSerializer(serializers.Serializer[Any]):
     finish_reason = serializers.CharField(allow_null=True)
     usage = serializers.SerializerMethodField()
     latency_ms = serializers.IntegerField(allow_null=True)
+    attachments = AttachmentReferencesField()
     cost = serializers.DecimalField(
         source="model_call.cost",
         max_digits=18,
@@ -207,12 +206,22 @@ class RunListQuerySerializer(serializers.Serializer[Any]):
 
 
 class MessageInputSerializer(serializers.Serializer[Any]):
-    """A user message to answer."""
+    """A user message to answer: its text, its attachments, or both."""
 
     content = serializers.CharField(
+        required=False,
+        allow_blank=True,
         trim_whitespace=False,
         help_text="The user's text; at most CONVERSATIONS['MAX_CONTENT_BYTES'] UTF-8 bytes "
-        "(default 32768), else 413 content_too_large.",
+        "(default 32768), else 413 content_too_large. May be empty when `attachments` has one.",
+    )
+    attachments = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="Ids of your attachments (`POST /attachments/`), in order; at most "
+        "CONVERSATIONS['MAX_ATTACHMENTS_PER_MESSAGE'] (default 10). An unknown or foreign id "
+        "is a 400 naming its index.",
     )
     output_schema = serializers.JSONField(
         required=False,
@@ -221,11 +230,12 @@ class MessageInputSerializer(serializers.Serializer[Any]):
         "profile's. 400 `invalid_schema` with the JSON pointer of a problem.",
     )
 
-    default_error_messages = {"blank": "This field may not be blank."}
+    default_error_messages = {
+        "blank": "This field may not be blank.",
+        "required": "This field is required.",
+    }
 
     def validate_content(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError(self.error_messages["blank"], code="blank")
         limit = app_settings().MAX_CONTENT_BYTES
         size = len(value.encode("utf-8"))
         if size > limit:
@@ -237,6 +247,23 @@ class MessageInputSerializer(serializers.Serializer[Any]):
                 errors=[error_item("content_too_large", detail, pointer="/content")],
             )
         return value
+
+    def validate_attachments(self, value: list[str]) -> list[str]:
+        limit = app_settings().MAX_ATTACHMENTS_PER_MESSAGE
+        if len(value) > limit:
+            raise serializers.ValidationError(
+                f"At most {limit} attachments per message; got {len(value)}.",
+                code="too_many_attachments",
+            )
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs.setdefault("content", "")
+        if not attrs["content"].strip() and not attrs.get("attachments"):
+            code = "required" if "content" not in self.initial_data else "blank"
+            detail = ErrorDetail(str(self.error_messages[code]), code=code)
+            raise serializers.ValidationError({"content": [detail]})
+        return attrs
 
 
 # Runs ------------------------------------------------------------------------------
@@ -445,49 +472,3 @@ class ConversationListQuerySerializer(serializers.Serializer[Any]):
         default="roots",
         help_text="`roots` (conversations that are not branches) or `all`.",
     )
-
-
-# Configuration -------------------------------------------------------------------------
-
-
-class ToolSerializer(serializers.Serializer[Any]):
-    """A tool the model may be offered."""
-
-    name = serializers.CharField()
-    description = serializers.CharField()
-    parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
-
-
-class ProfileSerializer(serializers.Serializer[Any]):
-    """An active profile (never any key or key reference)."""
-
-    slug = serializers.SlugField()
-    name = serializers.CharField()
-    model = serializers.CharField(source="language_model.model_id")
-    provider = serializers.CharField(source="language_model.provider.slug")
-    adapter = serializers.ChoiceField(
-        source="language_model.provider.adapter",
-        choices=Provider.Adapter.choices,
-    )
-    is_default = serializers.SerializerMethodField()
-    max_iterations = serializers.IntegerField()
-    allowed_tools = serializers.ListField(
-        child=serializers.CharField(),
-        allow_null=True,
-        help_text="Tool names the profile may offer; null means every enabled tool.",
-    )
-    stream = serializers.BooleanField(
-        help_text="Whether answers stream (deltas on the run's events) while they are written."
-    )
-    provider_tools = serializers.SerializerMethodField(
-        help_text="The tools the provider runs itself for this profile, by kind (web_search...)."
-    )
-
-    def get_provider_tools(self, obj: Profile) -> list[str]:
-        try:
-            return [tool.kind for tool in parse_provider_tools(obj.provider_tools)]
-        except InvalidArgumentError:  # a list the admin would refuse: a run says why
-            return []
-
-    def get_is_default(self, obj: Profile) -> bool:
-        return obj.slug == self.context.get("default_profile")

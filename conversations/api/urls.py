@@ -7,6 +7,7 @@ from .ai_sdk import views as ai_sdk
 from .converters import RowIdConverter
 from .resources import (
     approvals,
+    attachments,
     branches,
     catalog,
     data,
@@ -27,6 +28,17 @@ register_converter(RowIdConverter, "conversations_row_id")
 app_name = "conversations"
 
 urlpatterns = [
+    path("attachments/", attachments.AttachmentListView.as_view(), name="attachment-list"),
+    path(
+        "attachments/<uuid:attachment_id>/",
+        attachments.AttachmentDetailView.as_view(),
+        name="attachment-detail",
+    ),
+    path(
+        "attachments/<uuid:attachment_id>/content/",
+        attachments.AttachmentContentView.as_view(),
+        name="attachment-content",
+    ),
     path(
         "conversations/",
         conversation_views.ConversationListView.as_view(),

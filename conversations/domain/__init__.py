@@ -8,6 +8,7 @@ empty) is produced here and nowhere else: :meth:`ToolCall.to_wire` and
 from conversations.exceptions import InvalidArgumentError
 
 from .messages import ChatMessage, Role, ToolCall, normalise_messages
+from .parts import FilePart
 from .provider_tools import (
     PROVIDER_TOOL_KINDS,
     ProviderTool,
@@ -25,6 +26,7 @@ __all__ = [
     "USAGE_FIELDS",
     "ChatMessage",
     "CompletionResponse",
+    "FilePart",
     "InvalidArgumentError",
     "ProviderTool",
     "ProviderToolActivity",

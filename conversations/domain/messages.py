@@ -1,4 +1,4 @@
-"""Chat messages and tool calls: one validated value object for all four roles."""
+"""Chat messages: one validated value object for all four roles (tool calls in ``calls``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,17 @@ from typing import Any
 
 from conversations.exceptions import InvalidArgumentError
 
-from .storable import dumps_compact, json_depth, max_arguments_depth, text_depth_excess
+from .calls import ToolCall, decode_arguments, encode_arguments, type_name
+from .parts import FilePart, content_from_wire, content_to_wire
 
-__all__ = ["ChatMessage", "Role", "ToolCall", "normalise_messages"]
+__all__ = [
+    "ChatMessage",
+    "Role",
+    "ToolCall",
+    "decode_arguments",
+    "encode_arguments",
+    "normalise_messages",
+]
 
 
 class Role(StrEnum):
@@ -25,212 +33,6 @@ class Role(StrEnum):
 
 
 _VALID_ROLES = ", ".join(r.value for r in Role)
-
-
-def _reject_constant(token: str) -> Any:
-    # json.loads accepts NaN/Infinity by default; they are not JSON and would
-    # fail on the way out, so text carrying them is treated as not-an-object.
-    raise ValueError(token)
-
-
-def encode_arguments(arguments: Mapping[str, Any]) -> str:
-    """Compact JSON text for an arguments object; ``{}`` when empty, never ``[]``."""
-    return json.dumps(dict(arguments), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def decode_arguments(text: str) -> dict[str, Any] | None:
-    """Decode argument text; ``None`` when it is not a JSON object, or nests too deeply.
-
-    The depth is measured on the text before ``json.loads`` recurses into it.
-    """
-    if text_depth_excess(text, max_arguments_depth()) is not None:
-        return None
-    try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One function call the model asked for, as it travels through every layer."""
-
-    id: str
-    """The provider's call id; answered by a tool message's ``tool_call_id``."""
-    name: str
-    """The tool's name."""
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-    """The decoded arguments: always a JSON object (empty when there are none)."""
-    type: str = "function"
-    """The call type; every provider we speak uses ``function``."""
-    raw_arguments: str | None = None
-    """The provider's original argument text when it was not a JSON object.
-
-    Then ``arguments`` is empty and the call must never be executed."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id:
-            raise InvalidArgumentError(
-                f"tool call id must be a non-empty string, got {self.id!r}",
-                code="empty_tool_call_id",
-                field="id",
-            )
-        if not isinstance(self.name, str) or not self.name:
-            raise InvalidArgumentError(
-                f"tool call name must be a non-empty string, got {self.name!r}",
-                code="empty_tool_name",
-                field="function/name",
-            )
-        if not isinstance(self.type, str) or not self.type:
-            raise InvalidArgumentError(
-                f"tool call type must be a non-empty string, got {self.type!r}",
-                code="empty_tool_type",
-                field="type",
-            )
-        if not isinstance(self.arguments, Mapping):
-            raise InvalidArgumentError(
-                f"tool call arguments must be a JSON object, got {_type_name(self.arguments)}",
-                code="invalid_arguments",
-                field="function/arguments",
-            )
-        arguments = dict(self.arguments)
-        if self.raw_arguments is None and json_depth(arguments) > max_arguments_depth():
-            # Too deep to execute safely: kept as text, like any other raw arguments,
-            # so the call is stored and answered but never run.
-            try:
-                raw = dumps_compact(arguments)
-            except (TypeError, ValueError) as exc:
-                raise InvalidArgumentError(
-                    f"tool call arguments are not JSON-serialisable: {exc}",
-                    code="invalid_arguments",
-                    field="function/arguments",
-                ) from None
-            object.__setattr__(self, "raw_arguments", raw)
-            object.__setattr__(self, "arguments", {})
-            return
-        if any(not isinstance(key, str) for key in arguments):
-            raise InvalidArgumentError(
-                "tool call argument names must be strings",
-                code="invalid_arguments",
-                field="function/arguments",
-            )
-        try:
-            encoded = encode_arguments(arguments)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(
-                f"tool call arguments are not JSON-serialisable: {exc}",
-                code="invalid_arguments",
-                field="function/arguments",
-            ) from None
-        if self.raw_arguments is not None:
-            if not isinstance(self.raw_arguments, str) or not self.raw_arguments:
-                raise InvalidArgumentError(
-                    "raw_arguments must be a non-empty string or None",
-                    code="invalid_arguments",
-                    field="function/arguments",
-                )
-            if arguments:
-                raise InvalidArgumentError(
-                    "a call with raw_arguments must have empty decoded arguments",
-                    code="invalid_arguments",
-                    field="function/arguments",
-                )
-            # Text that is a JSON object belongs in ``arguments``: kept raw, it
-            # would come back decoded from the wire and break the round trip.
-            if decode_arguments(self.raw_arguments) is not None:
-                raise InvalidArgumentError(
-                    f"raw_arguments {self.raw_arguments!r} is a JSON object; "
-                    "pass it decoded as arguments",
-                    code="invalid_arguments",
-                    field="function/arguments",
-                )
-        # A deep private copy in JSON form (tuples become lists), so a caller
-        # mutating its data cannot change this value and the wire round trip
-        # gives back an equal call.
-        object.__setattr__(self, "arguments", json.loads(encoded))
-
-    @property
-    def arguments_json(self) -> str:
-        """The arguments as the OpenAI wire string (the raw text when there is one)."""
-        if self.raw_arguments is not None:
-            return self.raw_arguments
-        return encode_arguments(self.arguments)
-
-    def to_wire(self) -> dict[str, Any]:
-        """The OpenAI request shape: ``arguments`` as a compact JSON string."""
-        return {
-            "id": self.id,
-            "type": self.type,
-            "function": {"name": self.name, "arguments": self.arguments_json},
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The decoded shape: ``arguments`` as an object (plus ``raw_arguments`` if set)."""
-        data: dict[str, Any] = {
-            "id": self.id,
-            "type": self.type,
-            "function": {"name": self.name, "arguments": dict(self.arguments)},
-        }
-        if self.raw_arguments is not None:
-            data["raw_arguments"] = self.raw_arguments
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        """Build from the wire shape (string arguments) or the decoded shape (object)."""
-        if not isinstance(data, Mapping):
-            raise InvalidArgumentError(
-                f"a tool call must be an object, got {_type_name(data)}",
-                code="invalid_tool_call",
-            )
-        function = data.get("function")
-        if not isinstance(function, Mapping):
-            function = {}
-        call_id = data.get("id")
-        name = function.get("name")
-        call_type = data.get("type") or "function"
-        raw = function.get("arguments")
-        arguments: dict[str, Any] = {}
-        raw_arguments: str | None = None
-        if raw is None or raw == "":
-            pass
-        elif isinstance(raw, Mapping):
-            arguments = dict(raw)
-        elif isinstance(raw, str):
-            decoded = decode_arguments(raw)
-            if decoded is None:
-                raw_arguments = raw
-            else:
-                arguments = decoded
-        else:
-            raise InvalidArgumentError(
-                f"tool call arguments must be a JSON object or its text, got {_type_name(raw)}",
-                code="invalid_arguments",
-                field="function/arguments",
-            )
-        stored_raw = data.get("raw_arguments")
-        if isinstance(stored_raw, str) and stored_raw and not arguments:
-            raw_arguments = stored_raw
-        return cls(
-            id=call_id if isinstance(call_id, str) else "",
-            name=name if isinstance(name, str) else "",
-            arguments=arguments,
-            type=call_type if isinstance(call_type, str) else "",
-            raw_arguments=raw_arguments,
-        )
-
-    @classmethod
-    def try_from_dict(cls, data: Mapping[str, Any]) -> ToolCall | None:
-        """Like :meth:`from_dict`, but ``None`` instead of an error (untrusted input)."""
-        try:
-            return cls.from_dict(data)
-        except InvalidArgumentError:
-            return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +57,8 @@ class ChatMessage:
     Providers with a native flag receive it (Anthropic's ``is_error``,
     Gemini's ``error`` response); the OpenAI shape has none, so ``to_dict``
     leaves it out."""
+    parts: tuple[FilePart, ...] = ()
+    """Files beside the text (images, PDFs, text files): on user and tool messages only."""
 
     def __post_init__(self) -> None:
         role = self.role
@@ -277,7 +81,7 @@ class ChatMessage:
                 self.tool_calls, Sequence
             ):
                 raise InvalidArgumentError(
-                    f"tool_calls must be a list, got {_type_name(self.tool_calls)}",
+                    f"tool_calls must be a list, got {type_name(self.tool_calls)}",
                     code="invalid_tool_calls",
                     field="tool_calls",
                 )
@@ -292,7 +96,7 @@ class ChatMessage:
             for index, call in enumerate(calls):
                 if not isinstance(call, ToolCall):
                     raise InvalidArgumentError(
-                        f"every tool call must be a ToolCall, got {_type_name(call)}",
+                        f"every tool call must be a ToolCall, got {type_name(call)}",
                         code="invalid_tool_call",
                         field=f"tool_calls/{index}",
                     )
@@ -313,7 +117,7 @@ class ChatMessage:
                 )
             if not isinstance(self.tool_call_id, str):
                 raise InvalidArgumentError(
-                    f"tool_call_id must be a string, got {_type_name(self.tool_call_id)}",
+                    f"tool_call_id must be a string, got {type_name(self.tool_call_id)}",
                     code="invalid_tool_call_id",
                     field="tool_call_id",
                 )
@@ -325,13 +129,13 @@ class ChatMessage:
                 )
         if not isinstance(self.content, str):
             raise InvalidArgumentError(
-                f"content must be a string, got {_type_name(self.content)}",
+                f"content must be a string, got {type_name(self.content)}",
                 code="invalid_content",
                 field="content",
             )
         if not isinstance(self.is_error, bool):
             raise InvalidArgumentError(
-                f"is_error must be a boolean, got {_type_name(self.is_error)}",
+                f"is_error must be a boolean, got {type_name(self.is_error)}",
                 code="invalid_is_error",
                 field="is_error",
             )
@@ -341,6 +145,8 @@ class ChatMessage:
                 code="is_error_not_allowed",
                 field="is_error",
             )
+        if self.parts:
+            self._check_parts()
         if self.provider_metadata is not None:
             if not isinstance(self.provider_metadata, Mapping):
                 raise InvalidArgumentError(
@@ -350,6 +156,20 @@ class ChatMessage:
                 )
             object.__setattr__(self, "provider_metadata", dict(self.provider_metadata))
 
+    def _check_parts(self) -> None:
+        if self.role not in (Role.USER, Role.TOOL):
+            raise InvalidArgumentError(
+                f'file parts are only allowed on user and tool messages, got role "{self.role}"',
+                code="parts_not_allowed",
+                field="parts",
+            )
+        parts = tuple(self.parts) if isinstance(self.parts, list | tuple) else None
+        if parts is None or not all(isinstance(part, FilePart) for part in parts):
+            raise InvalidArgumentError(
+                "parts must be a list of FilePart", code="invalid_parts", field="parts"
+            )
+        object.__setattr__(self, "parts", parts)
+
     # Named constructors -------------------------------------------------------
 
     @classmethod
@@ -358,9 +178,9 @@ class ChatMessage:
         return cls(Role.SYSTEM, content)
 
     @classmethod
-    def user(cls, content: str) -> ChatMessage:
-        """A user message."""
-        return cls(Role.USER, content)
+    def user(cls, content: str, *, parts: Iterable[FilePart] = ()) -> ChatMessage:
+        """A user message, with files beside its text if ``parts``."""
+        return cls(Role.USER, content, parts=tuple(parts))
 
     @classmethod
     def assistant(cls, content: str) -> ChatMessage:
@@ -389,15 +209,29 @@ class ChatMessage:
         )
 
     @classmethod
-    def tool_result(cls, tool_call_id: str, content: str, *, is_error: bool = False) -> ChatMessage:
-        """The answer to one tool call; ``is_error`` when it reports a failure."""
-        return cls(Role.TOOL, content, tool_call_id=tool_call_id, is_error=is_error)
+    def tool_result(
+        cls,
+        tool_call_id: str,
+        content: str,
+        *,
+        is_error: bool = False,
+        parts: Iterable[FilePart] = (),
+    ) -> ChatMessage:
+        """The answer to one tool call; ``is_error`` when it reports a failure; files in ``parts``."""
+        return cls(
+            Role.TOOL, content, tool_call_id=tool_call_id, is_error=is_error, parts=tuple(parts)
+        )
 
     # Serialisation -------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """The OpenAI request shape; a plain message is exactly ``{role, content}``."""
-        data: dict[str, Any] = {"role": self.role.value, "content": self.content}
+        """The OpenAI request shape; a plain message is exactly ``{role, content}``.
+
+        With parts, ``content`` is an array of ``text``, ``image_url`` and ``file``
+        items (``domain.parts``); the parts must hold their bytes.
+        """
+        content = content_to_wire(self.content, self.parts)
+        data: dict[str, Any] = {"role": self.role.value, "content": content}
         if self.tool_calls is not None:
             data["tool_calls"] = [call.to_wire() for call in self.tool_calls]
         if self.tool_call_id is not None:
@@ -413,13 +247,13 @@ class ChatMessage:
         """Build from the OpenAI shape (plus an optional ``is_error``); unknown keys are ignored."""
         if not isinstance(data, Mapping):
             raise InvalidArgumentError(
-                f"a message must be an object, got {_type_name(data)}",
+                f"a message must be an object, got {type_name(data)}",
                 code="invalid_message",
             )
         role = data.get("role")
         if not isinstance(role, str):
             raise InvalidArgumentError(
-                f"a message needs a string role, got {_type_name(role)}",
+                f"a message needs a string role, got {type_name(role)}",
                 code="missing_role",
                 field="role",
             )
@@ -428,7 +262,7 @@ class ChatMessage:
         if raw_calls is not None:
             if not isinstance(raw_calls, list | tuple):
                 raise InvalidArgumentError(
-                    f"tool_calls must be a list, got {_type_name(raw_calls)}",
+                    f"tool_calls must be a list, got {type_name(raw_calls)}",
                     code="invalid_tool_calls",
                     field="tool_calls",
                 )
@@ -443,30 +277,33 @@ class ChatMessage:
                         raise exc.at(f"tool_calls/{index}") from None
                 else:
                     raise InvalidArgumentError(
-                        f"a tool call must be an object, got {_type_name(item)}",
+                        f"a tool call must be an object, got {type_name(item)}",
                         code="invalid_tool_call",
                         field=f"tool_calls/{index}",
                     )
         tool_call_id = data.get("tool_call_id")
         if tool_call_id is not None and not isinstance(tool_call_id, str):
             raise InvalidArgumentError(
-                f"tool_call_id must be a string, got {_type_name(tool_call_id)}",
+                f"tool_call_id must be a string, got {type_name(tool_call_id)}",
                 code="invalid_tool_call_id",
                 field="tool_call_id",
             )
         content = data.get("content")
         if content is None and calls is not None:
             content = ""
+        parts: tuple[FilePart, ...] = ()
+        if isinstance(content, list | tuple):
+            content, parts = content_from_wire(content)
         if not isinstance(content, str):
             raise InvalidArgumentError(
-                f"content must be a string, got {_type_name(content)}",
+                f"content must be a string, got {type_name(content)}",
                 code="invalid_content",
                 field="content",
             )
         is_error = data.get("is_error", False)
         if not isinstance(is_error, bool):
             raise InvalidArgumentError(
-                f"is_error must be a boolean, got {_type_name(is_error)}",
+                f"is_error must be a boolean, got {type_name(is_error)}",
                 code="invalid_is_error",
                 field="is_error",
             )
@@ -476,6 +313,7 @@ class ChatMessage:
             tool_calls=None if calls is None else tuple(calls),
             tool_call_id=tool_call_id,
             is_error=is_error,
+            parts=parts,
         )
 
 

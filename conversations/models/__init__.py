@@ -18,13 +18,20 @@ from), ``config`` (providers, language models, profiles, tool switches) and
 (summaries of the turns a context window's view leaves out) and ``mcp``
 (MCP servers, the tools they list, calls of ours over MCP) and ``output``
 (the JSON Schemas of structured output), ``provider_tools`` (the calls of
-tools a provider ran itself, and the citations of an answer) and
-``feedback`` (users' feedback, scores, evaluations). Every model is
+tools a provider ran itself, and the citations of an answer),
+``feedback`` (users' feedback, scores, evaluations) and ``attachments`` (files
+stored once per owner and the messages' references to them). Every model is
 importable from here, which is also where migrations find ``JSONTypeOf``;
 ``rules`` holds no model and is imported as ``conversations.models.rules``.
 """
 
 from .approvals import ApprovalDecision, ApprovalLevel, ToolApproval
+from .attachments import (
+    ATTACHMENT_NAME_MAX_LENGTH,
+    Attachment,
+    MessageAttachment,
+    attachment_storage,
+)
 from .config import (
     ApprovalPolicy,
     ContextStrategy,
@@ -53,6 +60,7 @@ from .transcript import (
 from .usage import Budget, BudgetCounter, ModelCall
 
 __all__ = [
+    "ATTACHMENT_NAME_MAX_LENGTH",
     "BUSY_RUN_STATUSES",
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
@@ -60,6 +68,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalLevel",
     "ApprovalPolicy",
+    "Attachment",
     "Budget",
     "BudgetCounter",
     "Citation",
@@ -76,6 +85,7 @@ __all__ = [
     "MCPTool",
     "MCPTransport",
     "Message",
+    "MessageAttachment",
     "ModelCall",
     "OutputSchema",
     "Profile",
@@ -90,4 +100,5 @@ __all__ = [
     "ToolCall",
     "ToolCallStatus",
     "ToolSetting",
+    "attachment_storage",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any, Final
+
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -105,6 +108,21 @@ class Provider(models.Model):
         return f"{self.name} ({self.adapter})"
 
 
+INPUT_MODALITIES: Final = ("image", "pdf")
+"""What ``LanguageModel.input_modalities`` may list (text is always read)."""
+
+
+def validate_input_modalities(value: Any) -> None:
+    """``input_modalities`` is a list of distinct names from :data:`INPUT_MODALITIES`."""
+    if not isinstance(value, list) or any(item not in INPUT_MODALITIES for item in value):
+        raise ValidationError(
+            'Give a list of "image" and "pdf" (or an empty list: text only).',
+            code="invalid_input_modalities",
+        )
+    if len(set(value)) != len(value):
+        raise ValidationError("Name each modality once.", code="invalid_input_modalities")
+
+
 class LanguageModel(models.Model):
     """A model offered by a provider, with its limits and prices."""
 
@@ -149,6 +167,14 @@ class LanguageModel(models.Model):
         '(e.g. ["temperature"]); empty = the adapter\'s default (see docs/providers.md). '
         "Parameters the model does not accept are never sent.",
     )
+    input_modalities = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_input_modalities],
+        help_text='What the model reads beside text: a list of "image" and "pdf" (e.g. '
+        '["image", "pdf"]); empty = text only. A file it cannot read is sent as text '
+        "(a PDF's extracted text, a note for an image); see docs/attachments.md.",
+    )
     is_active = models.BooleanField(default=True)
 
     class Meta:
@@ -174,6 +200,10 @@ class LanguageModel(models.Model):
             models.CheckConstraint(
                 condition=null_or_json("sampling_parameters", "array"),
                 name="conversations_languagemodel_sampling_parameters_array",
+            ),
+            models.CheckConstraint(
+                condition=is_json("input_modalities", "array"),
+                name="conversations_languagemodel_input_modalities_array",
             ),
         ]
 

@@ -74,6 +74,7 @@ from .base import (
 from .caching import with_cache_breakpoints
 from .conversion import require_offered_tool
 from .pairing import OwedResults
+from .parts import anthropic_blocks
 from .structured import anthropic_output
 
 __all__ = [
@@ -156,12 +157,15 @@ def _tool_use_block(call: Mapping[str, Any]) -> Block:
     }
 
 
-def _tool_result_block(call_id: str, text: str, *, is_error: bool = False) -> Block:
+def _tool_result_block(call_id: str, message: ChatMessage) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": wire_call_id(call_id)}
     # content is optional; blank content is a 400 ("must contain non-whitespace text").
-    if not _is_blank(text):
-        block["content"] = text
-    if is_error:
+    if message.parts:
+        # Images and documents go in the result itself, beside its text.
+        block["content"] = _text_blocks(message.content) + anthropic_blocks(message.parts)
+    elif not _is_blank(message.content):
+        block["content"] = message.content
+    if message.is_error:
         block["is_error"] = True  # Claude then explains or retries instead of trusting it
     return block
 
@@ -246,20 +250,17 @@ def anthropic_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     turns: list[tuple[str, list[Block]]] = []
     owed: OwedResults[Block] = OwedResults()
     for index, message in enumerate(messages):
-        wire = message.to_dict()
         match message.role:
             case Role.SYSTEM:
                 continue  # lifted into the top-level ``system``
             case Role.TOOL:
                 call_id = owed.answered_call(message, index)
-                owed.add(
-                    call_id,
-                    _tool_result_block(call_id, wire["content"], is_error=message.is_error),
-                )
+                owed.add(call_id, _tool_result_block(call_id, message))
                 continue
             case Role.USER:
-                role, blocks = "user", _text_blocks(wire["content"])
+                role, blocks = "user", anthropic_blocks(message.parts, text=message.content)
             case Role.ASSISTANT:
+                wire = message.to_dict()
                 role, blocks = "assistant", _assistant_blocks(wire, message.provider_metadata)
             case _:  # pragma: no cover - Role is a closed enum
                 assert_never(message.role)

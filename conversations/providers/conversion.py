@@ -19,6 +19,7 @@ from conversations.domain.messages import decode_arguments
 from conversations.exceptions import ProviderResponseError
 
 __all__ = [
+    "answered_call_id",
     "arguments_object",
     "assign_call_ids",
     "fresh_call_id",
@@ -129,3 +130,20 @@ def require_offered_tool(name: str, tools: Sequence[ToolSpec]) -> None:
             code="unknown_tool_choice",
             field="tool_choice",
         )
+
+
+def answered_call_id(message: ChatMessage, index: int, seen_calls: Collection[str]) -> str:
+    """The call id the tool ``message`` (at ``index``) answers: one of ``seen_calls``, else an error."""
+    if message.tool_call_id is None:
+        raise InvalidArgumentError(
+            "a tool message needs the id of the call it answers",
+            code="missing_tool_call_id",
+            field=f"{index}/tool_call_id",
+        )
+    if message.tool_call_id not in seen_calls:
+        raise InvalidArgumentError(
+            f"tool message answers {message.tool_call_id!r}, which no earlier call has",
+            code="unknown_tool_call_id",
+            field=f"{index}/tool_call_id",
+        )
+    return message.tool_call_id

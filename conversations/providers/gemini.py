@@ -76,6 +76,7 @@ from .gemini_tools import (
     native_call_metadata,
 )
 from .pairing import OwedResults
+from .parts import gemini_parts
 from .structured import gemini_output
 
 __all__ = [
@@ -234,6 +235,7 @@ def gemini_contents(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     """
     contents: list[_Content] = []
     owed: OwedResults[Part] = OwedResults()
+    owed_files: list[Part] = []  # the results' files: inlineData after the functionResponses
     calls: dict[str, _Call] = {}  # the calls of the last model turn, by id
     for index, message in enumerate(messages):
         turn_calls: dict[str, _Call] = {}
@@ -243,11 +245,11 @@ def gemini_contents(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
             case Role.TOOL:
                 call_id = owed.answered_call(message, index)
                 owed.add(call_id, _response_part(calls[call_id], message))
+                owed_files.extend(gemini_parts(message.parts))
                 continue
             case Role.USER:
                 role = "user"
-                text = message.to_dict()["content"]
-                parts: list[Part] = [] if _is_blank(text) else [{"text": text}]
+                parts: list[Part] = gemini_parts(message.parts, text=message.content)
             case Role.ASSISTANT:
                 role = "model"
                 parts, turn_calls = _model_parts(message)
@@ -256,8 +258,8 @@ def gemini_contents(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
         if not parts:
             continue  # blank text: nothing to send, nothing lost
         if owed.owed:
-            _append(contents, "user", owed.close(), responses=True)
-            owed = OwedResults()
+            _append(contents, "user", owed.close() + owed_files, responses=True)
+            owed, owed_files = OwedResults(), []
         _append(contents, role, parts, responses=False)
         if turn_calls:
             if len(contents) == 1:
@@ -269,7 +271,7 @@ def gemini_contents(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
             calls = turn_calls
             owed = OwedResults(index=index, call_ids=list(turn_calls), refusal=_UNANSWERED)
     if owed.owed:
-        _append(contents, "user", owed.close(), responses=True)
+        _append(contents, "user", owed.close() + owed_files, responses=True)
     if not contents:
         raise InvalidArgumentError(
             "the conversation has no user or assistant text to send",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, Literal, assert_never
 
 from conversations.domain import (
@@ -37,6 +38,7 @@ from .base import (
 from .conversion import require_offered_tool
 from .openai import call_candidates
 from .openai_stream import ReasoningText, RebuildingParser, stream_error
+from .parts import ollama_images
 from .streaming import Delta
 from .structured import ollama_format
 
@@ -62,7 +64,10 @@ def ollama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     names: dict[str, str] = {}  # call id -> tool name, from the calls seen so far
     result: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
-        wire = message.to_dict()
+        wire = replace(message, parts=()).to_dict()
+        if message.parts:
+            # Ollama takes images (base64) beside the text, a tool result's too.
+            wire["images"] = ollama_images(message.parts)
         match message.role:
             case Role.SYSTEM | Role.USER:
                 pass

@@ -42,8 +42,9 @@ from .base import (
     stable_alias,
     token_count,
 )
-from .conversion import require_offered_tool
+from .conversion import answered_call_id, require_offered_tool
 from .openai_stream import OpenAIStreamParser
+from .parts import openai_tool_files
 from .streaming import StreamParser
 from .structured import openai_response_format
 
@@ -141,6 +142,9 @@ def openai_messages(
 ) -> list[dict[str, Any]]:
     """The ``messages`` array: each message's ``to_dict()``, ids mapped by ``wire_id``.
 
+    A tool message's files follow its turn's results in a user message (tool
+    messages carry text only here).
+
     Raises :class:`InvalidArgumentError` for a tool message that answers no
     earlier call (the API would refuse it) and for two stored ids that map to
     the same wire id (results would be paired with the wrong call).
@@ -179,24 +183,7 @@ def openai_messages(
             case _:  # pragma: no cover - Role is a closed enum
                 assert_never(message.role)
         result.append(wire)
-    return result
-
-
-def answered_call_id(message: ChatMessage, index: int, seen_calls: Collection[str]) -> str:
-    """The call id the tool ``message`` (at ``index``) answers: one of ``seen_calls``, else an error."""
-    if message.tool_call_id is None:
-        raise InvalidArgumentError(
-            "a tool message needs the id of the call it answers",
-            code="missing_tool_call_id",
-            field=f"{index}/tool_call_id",
-        )
-    if message.tool_call_id not in seen_calls:
-        raise InvalidArgumentError(
-            f"tool message answers {message.tool_call_id!r}, which no earlier call has",
-            code="unknown_tool_call_id",
-            field=f"{index}/tool_call_id",
-        )
-    return message.tool_call_id
+    return openai_tool_files(messages, result)
 
 
 def openai_tool_choice(choice: str, tools: Sequence[ToolSpec]) -> str | dict[str, Any]:

@@ -58,6 +58,7 @@ from .openai_responses_tools import (
     responses_citations,
     responses_provider_tools,
 )
+from .parts import responses_content
 from .structured import responses_text_format
 
 __all__ = [
@@ -126,11 +127,12 @@ def responses_input(messages: Sequence[ChatMessage]) -> list[Item]:
     seen_calls: set[str] = set()
     items: list[Item] = []
     for index, message in enumerate(messages):
-        wire = message.to_dict()
         match message.role:
             case Role.SYSTEM | Role.USER:
-                items.append({"role": message.role.value, "content": message.content})
+                content = responses_content(message.content, message.parts)
+                items.append({"role": message.role.value, "content": content})
             case Role.ASSISTANT:
+                wire = message.to_dict()
                 items += _replayed_reasoning(message.provider_metadata)
                 if message.content:
                     items.append({"role": "assistant", "content": message.content})
@@ -152,7 +154,8 @@ def responses_input(messages: Sequence[ChatMessage]) -> list[Item]:
                     {
                         "type": "function_call_output",
                         "call_id": answered_call_id(message, index, seen_calls),
-                        "output": message.content,
+                        # Files of a result travel in it (input_image, input_file items).
+                        "output": responses_content(message.content, message.parts),
                     }
                 )
             case _:  # pragma: no cover - Role is a closed enum

@@ -11,6 +11,12 @@ from .approvals import (
     tool_call_approval,
     visible_approvals,
 )
+from .attachments import (
+    owned_attachments,
+    referenced_attachments,
+    resolve_attachments,
+    unreferenced_attachments,
+)
 from .config import (
     ToolSettings,
     active_profiles,
@@ -32,6 +38,7 @@ from .feedback import (
 from .history import (
     Reported,
     TranscriptTail,
+    attachment_part,
     get_history,
     history_and_tail,
     history_for_provider,
@@ -76,6 +83,7 @@ __all__ = [
     "admin_messages",
     "admin_runs",
     "admin_tool_calls",
+    "attachment_part",
     "available_tools",
     "conversation_family",
     "conversation_feedback",
@@ -98,6 +106,7 @@ __all__ = [
     "last_run_status",
     "message_to_domain",
     "open_tool_calls",
+    "owned_attachments",
     "owned_conversations",
     "owned_message",
     "owned_output_schemas",
@@ -106,6 +115,8 @@ __all__ = [
     "owned_runs",
     "owned_tool_call",
     "owned_tool_call_exists",
+    "referenced_attachments",
+    "resolve_attachments",
     "run_messages",
     "run_scores",
     "run_trace",
@@ -115,6 +126,7 @@ __all__ = [
     "tool_call_to_domain",
     "tool_settings",
     "transcript_tail",
+    "unreferenced_attachments",
     "visible_approvals",
     "with_agent_conversation",
     "with_tool_calls",

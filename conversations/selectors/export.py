@@ -4,8 +4,9 @@ Each line holds what ``POST /conversations/import/`` accepts (``title``,
 ``profile``, ``metadata``, ``messages`` in the OpenAI wire shape, ``is_error``
 on failed tool results) plus what it ignores but a person is owed: ids,
 times, where a branch forked, each call's status and the runs with their
-usage. Four queries read the conversations, messages, calls and runs as
-streams (rows fetched a chunk at a time; a server-side cursor on PostgreSQL)
+usage. A message's files are references (``attachments``: id, sha256, name,
+media type, size), never their bytes. Five queries read the conversations,
+messages, calls, attachment links and runs as streams (rows fetched a chunk at a time; a server-side cursor on PostgreSQL)
 in the same order, walked side by side: the export holds one conversation
 at a time, so its memory does not grow with the number of conversations.
 """
@@ -21,7 +22,7 @@ from typing import Any, Generic, TypeVar
 from django.db.models import F, QuerySet
 
 from conversations.domain import USAGE_FIELDS
-from conversations.models import Conversation, Message, Run, ToolCall
+from conversations.models import Conversation, Message, MessageAttachment, Run, ToolCall
 
 from .history import message_to_domain
 
@@ -30,7 +31,7 @@ __all__ = ["conversation_lines"]
 EXPORT_CHUNK_SIZE = 200
 """Rows fetched at a time from each of the export's four queries."""
 
-_Row = TypeVar("_Row", Message, ToolCall, Run)
+_Row = TypeVar("_Row", Message, ToolCall, MessageAttachment, Run)
 
 
 def _time(value: datetime | None) -> str | None:
@@ -40,8 +41,8 @@ def _time(value: datetime | None) -> str | None:
 def conversation_lines(*, user: Any, chunk_size: int = EXPORT_CHUNK_SIZE) -> Iterator[str]:
     """Every conversation of ``user`` as one JSON line (``\\n``-terminated), oldest first.
 
-    Four queries in all, whatever the number of conversations: the
-    conversations, their messages, calls and runs, each read as a stream in
+    Five queries in all, whatever the number of conversations: the
+    conversations, their messages, calls, attachment links and runs, each read as a stream in
     the conversations' order (``chunk_size`` rows at a time) and walked side
     by side, so only one conversation's rows are held at once.
     """
@@ -65,6 +66,21 @@ def conversation_lines(*, user: Any, chunk_size: int = EXPORT_CHUNK_SIZE) -> Ite
         .order_by(*order, "message_id", "index"),
         chunk_size,
     )
+    links = _Stream(
+        MessageAttachment.objects.filter(message__conversation__owner=user)
+        .select_related("attachment")
+        .annotate(
+            conversation_created_at=F("message__conversation__created_at"),
+            conversation_id=F("message__conversation_id"),
+        )
+        .order_by(
+            "message__conversation__created_at",
+            "message__conversation_id",
+            "message_id",
+            "position",
+        ),
+        chunk_size,
+    )
     runs = _Stream(
         Run.objects.filter(conversation__owner=user)
         .annotate(conversation_created_at=F("conversation__created_at"))
@@ -76,7 +92,10 @@ def conversation_lines(*, user: Any, chunk_size: int = EXPORT_CHUNK_SIZE) -> Ite
         by_message: dict[int, list[ToolCall]] = defaultdict(list)
         for call in calls.take(key):
             by_message[call.message_id].append(call)
-        line = _conversation(conversation, messages.take(key), by_message, runs.take(key))
+        files: dict[int, list[MessageAttachment]] = defaultdict(list)
+        for link in links.take(key):
+            files[link.message_id].append(link)
+        line = _conversation(conversation, messages.take(key), by_message, files, runs.take(key))
         yield json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
@@ -102,7 +121,8 @@ class _Stream(Generic[_Row]):
         taken: list[_Row] = []
         while (row := self._peek()) is not None:
             at: Any = row.conversation_created_at  # type: ignore[attr-defined]
-            row_key = (at, row.conversation_id)
+            # A link has its conversation as an annotation, the other rows as a column.
+            row_key = (at, row.conversation_id)  # type: ignore[attr-defined]
             if row_key > key:
                 break
             if row_key == key:
@@ -115,6 +135,7 @@ def _conversation(
     conversation: Conversation,
     rows: list[Message],
     calls: dict[int, list[ToolCall]],
+    files: dict[int, list[MessageAttachment]],
     runs: list[Run],
 ) -> dict[str, Any]:
     answered = {m.tool_call_id for m in rows if m.tool_call_id is not None}
@@ -127,9 +148,11 @@ def _conversation(
     kept = [m for m in rows if cut is None or m.position < cut]
     wire = []
     for message in kept:
-        item = message_to_domain(message, calls=calls.get(message.pk, ())).to_dict()
+        item = message_to_domain(message, calls=calls.get(message.pk, ()), links=()).to_dict()
         if message.is_error:
             item["is_error"] = True
+        if message.pk in files:
+            item["attachments"] = [_reference(link) for link in files[message.pk]]
         wire.append(item)
     profile = conversation.profile
     return {
@@ -168,4 +191,16 @@ def _conversation(
             }
             for run in runs
         ],
+    }
+
+
+def _reference(link: MessageAttachment) -> dict[str, Any]:
+    """An attachment as the export references it: never its bytes."""
+    attachment = link.attachment
+    return {
+        "id": str(attachment.pk),
+        "sha256": attachment.sha256,
+        "name": attachment.name,
+        "media_type": attachment.media_type,
+        "size": attachment.size,
     }

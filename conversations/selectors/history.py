@@ -24,11 +24,19 @@ from conversations import domain
 from conversations.domain.context import history_read_bound as bound_for
 from conversations.domain.context import provider_family
 from conversations.domain.estimates import DEFAULT_OUTPUT_TOKENS
-from conversations.models import Conversation, Message, Profile, ToolCall
+from conversations.models import (
+    Attachment,
+    Conversation,
+    Message,
+    MessageAttachment,
+    Profile,
+    ToolCall,
+)
 
 __all__ = [
     "Reported",
     "TranscriptTail",
+    "attachment_part",
     "get_history",
     "history_and_tail",
     "history_for_provider",
@@ -53,8 +61,13 @@ _ROW_FIELDS = (
     "tool_calls__name",
     "tool_calls__arguments",
     "tool_calls__raw_arguments",
+    "attachment_links__attachment_id",
+    "attachment_links__attachment__media_type",
+    "attachment_links__attachment__name",
+    "attachment_links__attachment__size",
 )
-"""One row per message and call of it (the join repeats an assistant message per call)."""
+"""One row per message and call or attachment of it (the joins repeat a message per call or
+attachment; only assistant messages have calls, only user and tool messages attachments)."""
 
 
 def tool_call_to_domain(call: ToolCall) -> domain.ToolCall:
@@ -68,13 +81,19 @@ def tool_call_to_domain(call: ToolCall) -> domain.ToolCall:
 
 
 def message_to_domain(
-    message: Message, *, calls: Iterable[ToolCall] | None = None
+    message: Message,
+    *,
+    calls: Iterable[ToolCall] | None = None,
+    links: Iterable[MessageAttachment] | None = None,
 ) -> domain.ChatMessage:
     """One stored message as a :class:`~conversations.domain.ChatMessage`.
 
     ``calls`` are the message's tool calls in order; when omitted they are read
     from ``message.tool_calls.all()`` (prefetch them when mapping many). A tool
-    message reads ``message.tool_call`` (``select_related`` it).
+    message reads ``message.tool_call`` (``select_related`` it). ``links`` are
+    its attachment links with their attachments, in order; when omitted they
+    are read from ``message.attachment_links`` (prefetch them too). The parts
+    are references: their bytes are not loaded.
     """
     role = domain.Role(message.role)
     tool_calls: list[domain.ToolCall] = []
@@ -87,8 +106,22 @@ def message_to_domain(
         # A constraint gives every tool message the call it answers.
         assert message.tool_call is not None
         tool_call_id = message.tool_call.call_id
+    if links is None:
+        links = message.attachment_links.all()
+    parts = [attachment_part(link.attachment) for link in links]
     row = (message.pk, message.position, role, message.content, message.is_error)
-    return _message((*row, message.provider_metadata, tool_call_id), tool_calls)
+    return _message((*row, message.provider_metadata, tool_call_id), tool_calls, parts)
+
+
+def attachment_part(attachment: Attachment) -> domain.FilePart:
+    """An attachment as the part a message carries: a reference, its bytes not loaded."""
+    return domain.FilePart(
+        attachment.media_type,
+        b"",
+        name=attachment.name,
+        attachment_id=str(attachment.pk),
+        size=attachment.size,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,24 +225,34 @@ def _history(
         mine = mine.filter(position__gte=_bound(conversation, within))
         fields = (*_ROW_FIELDS, *_REPORT_FIELDS)
     tail = TranscriptTail()
-    rows = mine.order_by("position", "tool_calls__index").values_list(*fields)
+    rows = mine.order_by("position", "tool_calls__index", "attachment_links__position").values_list(
+        *fields
+    )
     answered: set[int] = set()
     calls: list[tuple[int, str]] = []
     history: list[domain.ChatMessage] = []
     message: tuple[Any, ...] | None = None
     own_calls: list[domain.ToolCall] = []
+    own_parts: list[domain.FilePart] = []
     for row in rows:
         if message is None or message[0] != row[0]:
             if message is not None:
-                history.append(_message(message, own_calls))
-            message, own_calls = (*row[:6], row[7]), []
+                history.append(_message(message, own_calls, own_parts))
+            message, own_calls, own_parts = (*row[:6], row[7]), [], []
             if tail.last_position < 0:
                 tail.first_position = row[1]
             tail.last_position = row[1]
             if row[6] is not None:
                 answered.add(row[6])
-            if within is not None and row[13] and not row[14] and row[15] is not None:
-                tail.reported = Reported(row[13], row[15], row[1])
+            if within is not None and row[17] and not row[18] and row[19] is not None:
+                tail.reported = Reported(row[17], row[19], row[1])
+        attachment_id, media_type, file_name, size = row[13:17]
+        if attachment_id is not None:
+            own_parts.append(
+                domain.FilePart(
+                    media_type, b"", name=file_name, attachment_id=str(attachment_id), size=size
+                )
+            )
         call_pk, call_id, name, arguments, raw_arguments = row[8:13]
         if call_pk is not None:
             own_calls.append(
@@ -219,7 +262,7 @@ def _history(
             )
             calls.append((call_pk, call_id))
     if message is not None:
-        history.append(_message(message, own_calls))
+        history.append(_message(message, own_calls, own_parts))
     for call_pk, call_id in calls:
         tail.used_call_ids.add(call_id)
         if call_pk not in answered:
@@ -227,7 +270,9 @@ def _history(
     return history, tail
 
 
-def _message(row: tuple[Any, ...], calls: list[domain.ToolCall]) -> domain.ChatMessage:
+def _message(
+    row: tuple[Any, ...], calls: list[domain.ToolCall], parts: list[domain.FilePart]
+) -> domain.ChatMessage:
     """``(id, position, role, content, is_error, provider_metadata, answered call id)`` as a value."""
     role, content, is_error, metadata, answered_call_id = row[2:]
     return domain.ChatMessage(
@@ -237,6 +282,7 @@ def _message(row: tuple[Any, ...], calls: list[domain.ToolCall]) -> domain.ChatM
         tool_call_id=answered_call_id,
         is_error=is_error,
         provider_metadata=metadata or None,
+        parts=tuple(parts),
     )
 
 

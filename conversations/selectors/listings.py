@@ -25,7 +25,15 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from conversations.conf import app_settings
-from conversations.models import Citation, Conversation, Message, ProviderToolCall, Run, ToolCall
+from conversations.models import (
+    Citation,
+    Conversation,
+    Message,
+    MessageAttachment,
+    ProviderToolCall,
+    Run,
+    ToolCall,
+)
 
 __all__ = [
     "Transcript",
@@ -131,10 +139,16 @@ def _calls() -> QuerySet[ToolCall]:
 
 
 def with_tool_calls(*, messages: QuerySet[Message]) -> QuerySet[Message]:
-    """Messages with the call each answers, the calls each makes, their model call's cost, and
-    the tools the provider ran and the sources it cited for each."""
+    """Messages with the call each answers, the calls each makes, their model call's cost, the
+    tools the provider ran and the sources it cited for each, and their attachments (one query
+    for the links of all of them, with the attachments)."""
     return messages.select_related("tool_call", "model_call").prefetch_related(
-        Prefetch("tool_calls", queryset=_calls()), *_PROVIDER_ACTIVITY
+        Prefetch("tool_calls", queryset=_calls()),
+        Prefetch(
+            "attachment_links",
+            queryset=MessageAttachment.objects.select_related("attachment").order_by("position"),
+        ),
+        *_PROVIDER_ACTIVITY,
     )
 
 

@@ -9,13 +9,15 @@ The services are grouped by capability, each group a package whose
   search index, retention;
 - ``usage``: the ledger, prices, budgets, tracing;
 - ``approvals``: the approval policy and decisions;
-- ``configuration``: provider records into adapters, connection checks.
+- ``configuration``: provider records into adapters, connection checks;
+- ``attachments``: files stored once per owner by content, and their removal.
 
 This module re-exports the documented use cases only; ``tests/test_public_api.py``
 pins the list, so adding or removing one is a visible change.
 """
 
 from .approvals.decisions import decide_approval
+from .attachments import StoredAttachment, purge_attachments, store_attachment
 from .configuration.providers import ConnectionCheck, build_provider, check_connection
 from .history.branches import edit_message, fork_conversation, regenerate_answer
 from .history.conversations import (
@@ -45,6 +47,7 @@ __all__ = [
     "ConnectionCheck",
     "MessageDetails",
     "RetentionReport",
+    "StoredAttachment",
     "append_messages",
     "approval_required",
     "budget_statuses",
@@ -61,6 +64,7 @@ __all__ = [
     "extract",
     "fork_conversation",
     "import_conversation",
+    "purge_attachments",
     "purge_conversations",
     "rebuild_search_index",
     "recover_runs",
@@ -68,6 +72,7 @@ __all__ = [
     "regenerate_answer",
     "run_tool_loop",
     "start_run",
+    "store_attachment",
     "store_output_schema",
     "submit_message",
     "update_conversation",

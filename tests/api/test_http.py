@@ -10,6 +10,7 @@ from django.urls import URLPattern, reverse
 from rest_framework.test import APIClient
 
 from conversations.api import urls as api_urls
+from conversations.services import store_attachment
 
 pytestmark = pytest.mark.django_db
 
@@ -29,9 +30,12 @@ def route_url(pattern: URLPattern, ids: dict[str, str]) -> str:
 
 
 @pytest.fixture
-def own_ids(history, demo_conversation) -> dict[str, str]:
+def own_ids(history, demo_conversation, settings, tmp_path) -> dict[str, str]:
     call = demo_conversation.tool_calls.first()
+    settings.MEDIA_ROOT = str(tmp_path)
+    attachment = store_attachment(owner=demo_conversation.owner, file=b"notes\n", name="a.txt")
     return {
+        "attachment_id": str(attachment.attachment.pk),
         "conversation_id": str(demo_conversation.pk),
         "run_id": str(history.pk),
         "tool_call_id": str(call.pk),
@@ -40,7 +44,7 @@ def own_ids(history, demo_conversation) -> dict[str, str]:
 
 
 def test_the_routes_cover_the_whole_api():
-    assert len(ROUTES) == 32
+    assert len(ROUTES) == 35
     assert {p.name for p in ROUTES} >= {
         "conversation-list",
         "conversation-import",

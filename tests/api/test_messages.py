@@ -81,10 +81,12 @@ def test_history_has_every_field(api, history, demo_conversation):
         "latency_ms",
         "cost",
         "context_view",
+        "attachments",
     }
     # The whole history was sent (no context window): the view starts at 0, nothing summarised.
     assert answer["context_view"] == {"first_position": 0, "summarized": False}
     assert user["context_view"] is None and weather["context_view"] is None
+    assert answer["attachments"] == []
 
 
 def test_after_returns_only_newer_messages(api, history, demo_conversation):
@@ -116,8 +118,9 @@ def test_cursor_pages_through_the_history_in_order(api, history, demo_conversati
 def test_history_queries_do_not_grow(api, demo_conversation, turns, django_assert_max_num_queries):
     for index in range(turns):
         scripted_turn(demo_conversation, content=f"turn {index}")
-    # The page, then the calls, the provider's own tool calls and the citations of its messages.
-    with django_assert_max_num_queries(5):
+    # The page, then the calls, the provider's own tool calls and the citations of its
+    # messages, and their attachments.
+    with django_assert_max_num_queries(6):
         response = api.get(messages_url(demo_conversation), {"page_size": 100})
     assert len(response.json()["results"]) == 5 * turns
 

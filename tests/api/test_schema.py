@@ -13,6 +13,9 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
 OPERATIONS = {
+    ("/api/attachments/", "post"): {"200", "201", "400", "401", "403", "413", "415", "503"},
+    ("/api/attachments/{attachment_id}/", "get"): {"200", "401", "403", "404", "503"},
+    ("/api/attachments/{attachment_id}/content/", "get"): {"200", "401", "403", "404", "503"},
     ("/api/conversations/", "get"): {"200", "400", "401", "403", "503"},
     ("/api/conversations/", "post"): {"201", "400", "401", "403", "503"},
     ("/api/conversations/import/", "post"): {"201", "400", "401", "403", "503"},
@@ -168,7 +171,10 @@ WITHOUT_BODY = {
     ("/api/conversations/{conversation_id}/regenerate/", "post"),
 }
 """Unsafe operations that take no request body."""
+MULTIPART = {("/api/attachments/", "post")}
+"""Operations whose body is multipart (a file), not JSON."""
 DOWNLOADS = {
+    ("/api/attachments/{attachment_id}/content/", "get", "200"): "*/*",
     ("/api/export/", "get", "200"): "application/jsonl",
     ("/api/datasets/export/", "get", "200"): "application/jsonl",
     ("/api/conversations/{conversation_id}/messages/", "post", "200"): "text/event-stream",
@@ -209,7 +215,9 @@ def test_every_operation_describes_its_bodies_and_errors(schema):
         for code in codes - {"204"}:
             media = DOWNLOADS.get((path, method, code), "application/json")
             assert media in operation["responses"][code]["content"], (path, code)
-        if method in {"post", "patch"} and (path, method) not in WITHOUT_BODY:
+        if (path, method) in MULTIPART:
+            assert "multipart/form-data" in operation["requestBody"]["content"]
+        elif method in {"post", "patch"} and (path, method) not in WITHOUT_BODY:
             assert "application/json" in operation["requestBody"]["content"]
         if (path, method) in WITHOUT_BODY:
             assert "requestBody" not in operation
@@ -231,6 +239,7 @@ def test_every_created_answer_documents_its_location_header(schema):
         if not path.endswith(("/cancel/", "/approve/", "/reject/"))
     }
     assert set(created) == {
+        ("/api/attachments/", "post", "201"),
         ("/api/conversations/", "post", "201"),
         ("/api/conversations/import/", "post", "201"),
         ("/api/conversations/{conversation_id}/messages/", "post", "201"),

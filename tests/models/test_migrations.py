@@ -16,6 +16,9 @@ from conversations.services.transcript.search_index import (
 from . import rules_db
 
 RULE_TRIGGERS = {
+    "conversations_attachment_immutable",
+    "conversations_messageattachment_immutable",
+    "conversations_messageattachment_same_owner",
     "conversations_message_answer_kept",
     "conversations_message_answer_pairing",
     "conversations_message_immutable",

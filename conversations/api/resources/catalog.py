@@ -12,14 +12,11 @@ from rest_framework.response import Response
 from conversations import selectors
 
 from ..base import ConversationsAPIView
+from ..catalog_serializers import ProfileSerializer, ToolSerializer
 from ..responses import (
     AUTH_ERRORS,
 )
 from ..schema import document
-from ..serializers import (
-    ProfileSerializer,
-    ToolSerializer,
-)
 
 
 class ToolListView(ConversationsAPIView):

@@ -153,7 +153,11 @@ class ConversationMessagesView(ConversationsAPIView):
             **AUTH_ERRORS,
             404: ERR_404,
             409: ERR_409,
-            413: _error("The content is larger than allowed (`content_too_large`)."),
+            413: _error(
+                "The content is larger than allowed (`content_too_large`), or a file is larger "
+                "than the profile's provider takes inline (`attachment_too_large_for_provider`; "
+                "the run ends failed before any request)."
+            ),
             429: _error(
                 "Too many messages (`throttled`), `MAX_RUNS_PER_USER` runs already running "
                 "(`too_many_runs`), or a blocking budget is used up (`budget_exceeded`); no "
@@ -178,16 +182,24 @@ class ConversationMessagesView(ConversationsAPIView):
         serializer.is_valid(raise_exception=True)
         queued = uses_workers()
         content = serializer.validated_data["content"]
+        attachments = selectors.resolve_attachments(
+            owner=conversation.owner_id, ids=serializer.validated_data["attachments"]
+        )
         schema = requested_schema(request, serializer.validated_data.get("output_schema"))
         if wants_event_stream(request):
-            answer = answer_with_events(request, conversation, content, output_schema=schema)
+            answer = answer_with_events(
+                request, conversation, content, output_schema=schema, attachments=attachments
+            )
             if isinstance(answer, HttpResponseBase):
                 return answer
             run = answer  # ended before it started: answered as without the header
         else:
             with blame_configuration():
                 run = submit_message(
-                    conversation=conversation, content=content, output_schema=schema
+                    conversation=conversation,
+                    content=content,
+                    output_schema=schema,
+                    attachments=attachments,
                 )
         try:
             run = selectors.run_with_calls(run_id=run.pk)

@@ -12,12 +12,13 @@ exactly as ``GET /runs/{id}/events/`` would.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.http.response import HttpResponseBase
 from rest_framework.request import Request
 
-from conversations.models import Conversation, OutputSchema, Run
+from conversations.models import Attachment, Conversation, OutputSchema, Run
 from conversations.services import submit_message
 
 from ..errors import blame_configuration
@@ -55,6 +56,7 @@ def answer_with_events(
     *,
     slot: str | None = None,
     output_schema: OutputSchema | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> HttpResponseBase | Run:
     """The streaming answer; or the run, when it ended before it started (the queue refused it).
 
@@ -71,6 +73,7 @@ def answer_with_events(
                 content=content,
                 background=True,
                 output_schema=output_schema,
+                attachments=attachments,
             )
     except BaseException:
         release_stream_slot(slot)

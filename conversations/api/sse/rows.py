@@ -59,6 +59,7 @@ from conversations.models import (
     BUSY_RUN_STATUSES,
     Citation,
     Message,
+    MessageAttachment,
     ProviderToolCall,
     Run,
     ToolApproval,
@@ -145,6 +146,13 @@ class RowEvents:
                     "provider_tool_calls", queryset=ProviderToolCall.objects.order_by("index")
                 ),
                 Prefetch("citations", queryset=Citation.objects.order_by("index")),
+                # The messages' files, as references (never bytes) in the events.
+                Prefetch(
+                    "attachment_links",
+                    queryset=MessageAttachment.objects.select_related("attachment").order_by(
+                        "position"
+                    ),
+                ),
             )
             .order_by("position")
         )

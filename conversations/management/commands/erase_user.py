@@ -13,7 +13,8 @@ from .purge_conversations import add_retention_options, write_report
 class Command(BaseCommand):
     help = (
         "Delete (or redact) every conversation of a user, with all its messages, calls and "
-        "runs, and the user's calls over MCP. Conversations with a running run are skipped "
+        "runs, the user's calls over MCP and the attachments no message references any more. "
+        "Conversations with a running run are skipped "
         "and reported: run it again."
     )
 
@@ -39,3 +40,4 @@ class Command(BaseCommand):
         verb = {"delete": "deleted", "redact": "redacted"}[mode]
         prefix = "would be " if dry_run else ""
         self.stdout.write(f"{report.mcp_calls} MCP call(s) {prefix}{verb}")
+        self.stdout.write(f"{report.attachments} attachment(s) {prefix}deleted")

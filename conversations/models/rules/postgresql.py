@@ -1,4 +1,4 @@
-"""The triggers and PL/pgSQL functions of PostgreSQL: the conversation grammar, approvals, search.
+"""The triggers and PL/pgSQL functions of PostgreSQL: grammar, approvals, attachments, search.
 
 Every refusal raises ``check_violation`` (SQLSTATE class 23) naming the rule
 as its constraint, which Django raises as ``django.db.IntegrityError``. The
@@ -18,67 +18,9 @@ from __future__ import annotations
 from typing import Final
 
 from . import AGENT_DEPTH_MARK, SEARCH_CONFIG_MARK, Rule
+from .plpgsql import _check, _function, _immutable, _refusal, _refused_if_found
 
 CONFIG = f"'{SEARCH_CONFIG_MARK}'::regconfig"
-
-
-def _function(name: str, body: str, *, declare: str = "", custom_plans: bool = True) -> str:
-    """The PL/pgSQL trigger function ``name``; ``custom_plans`` plans each query with its values."""
-    plans = " SET plan_cache_mode = force_custom_plan" if custom_plans else ""
-    variables = f"DECLARE\n{declare}\n" if declare else ""
-    return (
-        f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql{plans} AS $$\n"
-        f"{variables}BEGIN\n{body}\nEND\n$$;"
-    )
-
-
-def _refusal(rule: str, message: str, *args: str) -> str:
-    """``RAISE`` a ``check_violation`` that names the rule as the constraint broken."""
-    arguments = "".join(f", {arg}" for arg in args)
-    return (
-        f"RAISE EXCEPTION '{message}'{arguments}\n"
-        f"        USING ERRCODE = 'check_violation', CONSTRAINT = '{rule}', TABLE = TG_TABLE_NAME;"
-    )
-
-
-def _refused_if_found(rule: str, message: str, *args: str) -> str:
-    """The end of a check whose query found an offending row (``FOUND``)."""
-    return f"    IF FOUND THEN\n        {_refusal(rule, message, *args)}\n    END IF;\n    RETURN NULL;"
-
-
-def _check(
-    name: str, table: str, rows: str, query: str, refusal: tuple[str, ...], declare: str = ""
-) -> Rule:
-    """A check of the rows one ``INSERT`` added (``rows``), refusing when ``query`` finds one.
-
-    ``refusal`` is the message and its arguments; ``declare`` the variables
-    the query selects into.
-    """
-    return Rule(
-        name,
-        table,
-        (
-            _function(name, query + _refused_if_found(name, *refusal), declare=declare),
-            f"CREATE TRIGGER {name} AFTER INSERT ON {table}"
-            f" REFERENCING NEW TABLE AS {rows} FOR EACH STATEMENT EXECUTE FUNCTION {name}();",
-        ),
-    )
-
-
-def _immutable(name: str, table: str, columns: tuple[str, ...], message: str, arg: str) -> Rule:
-    """``columns`` never change once the row is stored: the insert-time checks stay true."""
-    changed = "\n      OR ".join(
-        f"OLD.{column} IS DISTINCT FROM NEW.{column}" for column in columns
-    )
-    return Rule(
-        name,
-        table,
-        (
-            _function(name, f"    {_refusal(name, message, arg)}\n    RETURN NEW;"),
-            f"CREATE TRIGGER {name}\nBEFORE UPDATE OF {', '.join(columns)}"
-            f" ON {table} FOR EACH ROW\nWHEN ({changed})\nEXECUTE FUNCTION {name}();",
-        ),
-    )
 
 
 # The grammar: calls ------------------------------------------------------------------------
@@ -382,6 +324,42 @@ PROFILE_AGENTS_IMMUTABLE = _immutable(
     "OLD.id",
 )
 
+# Attachments -------------------------------------------------------------------------------
+# A message references only attachments its conversation's owner owns; once stored, a
+# link and an attachment's owner and content never change, so the check stays true.
+
+MESSAGEATTACHMENT_SAME_OWNER = _check(
+    "conversations_messageattachment_same_owner",
+    "conversations_messageattachment",
+    "new_links",
+    """
+    SELECT n.attachment_id::text INTO bad FROM new_links n
+      JOIN conversations_message m ON m.id = n.message_id
+      JOIN conversations_conversation c ON c.id = m.conversation_id
+      JOIN conversations_attachment a ON a.id = n.attachment_id
+     WHERE a.owner_id <> c.owner_id
+     ORDER BY n.id LIMIT 1;
+""",
+    ("attachment % belongs to another owner than the conversation", "bad"),
+    declare="    bad text;",
+)
+
+MESSAGEATTACHMENT_IMMUTABLE = _immutable(
+    "conversations_messageattachment_immutable",
+    "conversations_messageattachment",
+    ("message_id", "attachment_id", '"position"'),
+    "the message, attachment and position of attachment link % cannot change",
+    "OLD.id",
+)
+
+ATTACHMENT_IMMUTABLE = _immutable(
+    "conversations_attachment_immutable",
+    "conversations_attachment",
+    ("owner_id", "sha256", "media_type", "size"),
+    "the owner and content of attachment % cannot change",
+    "OLD.id",
+)
+
 # The search index --------------------------------------------------------------------------
 # conversations_message.search_vector (a tsvector no model declares) holds what a
 # message is found by: its content, the name of the call it answers, and the
@@ -493,6 +471,9 @@ RULES: Final = (
     PROFILE_AGENTS_ACYCLIC,
     PROFILE_AGENTS_DEPTH,
     PROFILE_AGENTS_IMMUTABLE,
+    MESSAGEATTACHMENT_SAME_OWNER,
+    MESSAGEATTACHMENT_IMMUTABLE,
+    ATTACHMENT_IMMUTABLE,
     SEARCH_DOCUMENT,
     MESSAGE_SEARCH,
     TOOLCALL_SEARCH,

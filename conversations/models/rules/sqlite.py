@@ -1,4 +1,4 @@
-"""The triggers of SQLite: the conversation grammar, approvals, and the FTS5 search index.
+"""The triggers of SQLite: the grammar, approvals, attachments, and the FTS5 search index.
 
 A refusal is ``RAISE(ABORT, '<rule>: <why>')`` in a ``BEFORE`` trigger
 (``SQLITE_CONSTRAINT_TRIGGER``), which Django raises as
@@ -119,6 +119,40 @@ MESSAGE_IMMUTABLE = _refusal(
     """NEW.conversation_id IS NOT OLD.conversation_id OR NEW."position" IS NOT OLD."position"
      OR NEW.role IS NOT OLD.role OR NEW.tool_call_id IS NOT OLD.tool_call_id""",
     "the conversation, position, role and tool call of a message cannot change",
+)
+
+# Attachments -------------------------------------------------------------------------------
+# A message references only attachments its conversation's owner owns; once stored, a
+# link and an attachment's owner and content never change, so the check stays true.
+
+MESSAGEATTACHMENT_SAME_OWNER = _refusal(
+    "conversations_messageattachment_same_owner",
+    "BEFORE INSERT",
+    "conversations_messageattachment",
+    """NOT EXISTS (SELECT 1 FROM conversations_message m
+                 JOIN conversations_conversation c ON c.id = m.conversation_id
+                 JOIN conversations_attachment a ON a.owner_id = c.owner_id
+                WHERE m.id = NEW.message_id AND a.id = NEW.attachment_id)""",
+    "an attachment must belong to the owner of the conversation",
+)
+
+MESSAGEATTACHMENT_IMMUTABLE = _refusal(
+    "conversations_messageattachment_immutable",
+    'BEFORE UPDATE OF message_id, attachment_id, "position"',
+    "conversations_messageattachment",
+    """NEW.message_id IS NOT OLD.message_id OR NEW.attachment_id IS NOT OLD.attachment_id
+     OR NEW."position" IS NOT OLD."position"
+    """,
+    "the message, attachment and position of an attachment link cannot change",
+)
+
+ATTACHMENT_IMMUTABLE = _refusal(
+    "conversations_attachment_immutable",
+    "BEFORE UPDATE OF owner_id, sha256, media_type, size",
+    "conversations_attachment",
+    """NEW.owner_id IS NOT OLD.owner_id OR NEW.sha256 IS NOT OLD.sha256
+     OR NEW.media_type IS NOT OLD.media_type OR NEW.size IS NOT OLD.size""",
+    "the owner and content of an attachment cannot change",
 )
 
 # Approvals ---------------------------------------------------------------------------------
@@ -286,6 +320,9 @@ RULES: Final = (
     PROFILE_AGENTS_ACYCLIC,
     PROFILE_AGENTS_DEPTH,
     PROFILE_AGENTS_IMMUTABLE,
+    MESSAGEATTACHMENT_SAME_OWNER,
+    MESSAGEATTACHMENT_IMMUTABLE,
+    ATTACHMENT_IMMUTABLE,
     MESSAGE_SEARCH_INSERT,
     MESSAGE_SEARCH_UPDATE,
     MESSAGE_SEARCH_DELETE,

@@ -16,10 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Prefetch
 
 from conversations import domain
 from conversations.exceptions import InvalidArgumentError, WouldSplitToolCall
-from conversations.models import Citation, Conversation, Message, ProviderToolCall, Run, ToolCall
+from conversations.models import (
+    Citation,
+    Conversation,
+    Message,
+    MessageAttachment,
+    ProviderToolCall,
+    Run,
+    ToolCall,
+)
 from conversations.selectors import message_to_domain
 
 from ..configuration.providers import build_provider
@@ -77,6 +86,15 @@ def fork_conversation(*, conversation: Conversation, position: int | None) -> Co
         messages = list(
             Message.objects.filter(conversation=conversation, position__lte=position)
             .select_related("tool_call")
+            # The copies reference the same attachments (never copies of their bytes).
+            .prefetch_related(
+                Prefetch(
+                    "attachment_links",
+                    queryset=MessageAttachment.objects.select_related("attachment").order_by(
+                        "position"
+                    ),
+                )
+            )
             .order_by("position")
         )
         if not messages or messages[-1].position != position:

@@ -13,8 +13,15 @@ from conversations.domain import normalise_messages
 from conversations.exceptions import ConversationBusy, InvalidArgumentError
 from conversations.models import ContextSummary, Conversation, Profile, Run, ToolCall
 from conversations.providers.base import HTTPProvider
-from conversations.selectors import get_default_profile, history_and_tail, open_tool_calls
+from conversations.selectors import (
+    get_default_profile,
+    history_and_tail,
+    open_tool_calls,
+    referenced_attachments,
+    unreferenced_attachments,
+)
 
+from ..attachments import prepare_for_model
 from ..configuration.providers import HTTP_ADAPTERS
 from ..loop.context import context_window_for, read_bound, view_for
 from ..loop.recovery import recover_runs
@@ -82,7 +89,11 @@ def export_view(*, conversation: Conversation, format: str) -> ExportedView:
     sent = view_for(
         history=history, tail=tail, profile=profile, specs=request.specs, context=context
     )
-    payload = adapter.build_payload(sent.messages, request.specs, request.options)
+    # Files as the loop would send them: native parts (base64) or their fallback text.
+    messages = prepare_for_model(
+        sent.messages, modalities=request.input_modalities, provider_name=adapter.provider_name
+    )
+    payload = adapter.build_payload(messages, request.specs, request.options)
     return ExportedView(payload, sent.first_position, sent.summary, sent.summarize_through)
 
 
@@ -160,7 +171,9 @@ def delete_conversation(*, conversation: Conversation) -> None:
 
     Runs whose process died are recovered first, so a conversation left
     ``running`` by a crash can be deleted. The API and the admin both delete
-    through here. Raises :class:`ConversationBusy` while a live run holds it.
+    through here. The attachments its messages referenced and no other
+    message does are deleted with it (their stored objects once committed).
+    Raises :class:`ConversationBusy` while a live run holds it.
     """
     recover_runs(conversation=conversation)
     with transaction.atomic():
@@ -169,4 +182,7 @@ def delete_conversation(*, conversation: Conversation) -> None:
         list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk"))
         if Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
             raise ConversationBusy("a run is running on this conversation; try again later")
+        files = referenced_attachments(conversation=conversation)
         conversation.delete()
+        # Its files go too, unless another message (of another conversation) references them.
+        unreferenced_attachments(ids=files).delete()

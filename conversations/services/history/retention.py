@@ -11,6 +11,13 @@ Only columns no rule reads are changed (a decided approval's reason may
 become empty and nothing else), so every database rule still holds and the
 history is still one every provider accepts.
 
+Files go with what referenced them: deleting a conversation deletes the
+attachments no other message references (and their stored objects);
+redacting one removes its messages' references and, likewise, the
+attachments left without any; erasing a user deletes every attachment of
+theirs that no message references any more, uploads never sent included.
+An attachment another message still references stays.
+
 Erasing a user also reaches their calls over MCP (``MCPCall``, the audit of
 ``/mcp/``): deleted, or redacted like a conversation (arguments become the
 marker, errors are emptied, and a tool name the app does not have, which the
@@ -35,19 +42,23 @@ from django.utils import timezone
 from conversations.conf import app_settings
 from conversations.exceptions import ConversationBusy, InvalidArgumentError
 from conversations.models import (
+    Attachment,
     Citation,
     Conversation,
     Feedback,
     MCPCall,
     Message,
+    MessageAttachment,
     Profile,
     ProviderToolCall,
     Run,
     ToolApproval,
     ToolCall,
 )
+from conversations.selectors import referenced_attachments, unreferenced_attachments
 from conversations.tools import registry
 
+from ..attachments import delete_unreferenced_attachments
 from .conversations import delete_conversation
 
 __all__ = [
@@ -76,6 +87,8 @@ class RetentionReport:
     """The conversations left alone because a run is running on them."""
     mcp_calls: int = 0
     """The user's calls over MCP deleted or redacted (or that would be); 0 for a purge."""
+    attachments: int = 0
+    """The user's attachments deleted by an erasure (or that would be); 0 for a purge."""
 
 
 def _check_mode(mode: str) -> None:
@@ -125,10 +138,18 @@ def erase_user(*, user: Any, mode: str = "delete", dry_run: bool = False) -> Ret
     """Delete or redact everything ``user`` owns (their conversations and all in them)."""
     _check_mode(mode)
     owned = Conversation.objects.filter(owner=user).order_by("created_at", "pk")
+    files = Attachment.objects.filter(owner=user)
+    before = files.count()
     report = _apply(owned, mode=mode, dry_run=dry_run)
     calls = MCPCall.objects.filter(user=user)
     count = calls.count() if dry_run else _erase_mcp_calls(calls, mode=mode)
-    return replace(report, mcp_calls=count)
+    # Files still referenced by a conversation skipped as busy stay until the next erasure.
+    if dry_run:
+        kept = files.filter(links__message__conversation__in=report.skipped).distinct().count()
+    else:
+        delete_unreferenced_attachments(owner=user)
+        kept = files.count()
+    return replace(report, mcp_calls=count, attachments=before - kept)
 
 
 def _erase_mcp_calls(calls: QuerySet[MCPCall], *, mode: str) -> int:
@@ -201,6 +222,10 @@ def redact_conversation(*, conversation: Conversation) -> None:
             reason=""
         )
         Run.objects.filter(conversation=conversation).update(error_message="", final_content="")
+        # Files are contents too: the references go, and the files nothing else references.
+        files = referenced_attachments(conversation=conversation)
+        MessageAttachment.objects.filter(message__conversation=conversation).delete()
+        unreferenced_attachments(ids=files).delete()
         # Feedback comments and tags are the user's words about the contents.
         Feedback.objects.filter(
             Q(message__conversation=conversation)

@@ -35,6 +35,7 @@ from conversations.providers.options import CompletionOptions
 from conversations.providers.streaming import PartialTurn, deltas_of, stream_completion
 from conversations.providers.structured import unwrap_output_tool
 
+from ..attachments import prepare_for_model
 from ..usage import tracing
 from ..usage.budgets import BudgetCheck, check_budgets
 from ..usage.ledger import call_cost, record_failed_call
@@ -85,11 +86,14 @@ def ask(round_: Round, state: TurnState, *, shrink: float = 1.0) -> Asked:
         state.context = unbounded_window()
     # Chosen before anything is reserved or sent: a history no view fits fails here.
     sent = view_with_summary(round_, state, shrink=shrink)
-    history = sent.messages
+    name = getattr(provider, "provider_name", "provider")
+    # Files as this model and adapter take them (the rest as text), before any network call.
+    history = prepare_for_model(
+        sent.messages, modalities=round_.request.input_modalities, provider_name=name
+    )
     budgets = _reserve(round_, state, history)
     started_at = budgets.started_at
     started = time.monotonic()
-    name = getattr(provider, "provider_name", "provider")
     first_delta_ms: int | None = None
     cancelled = False
     failure: ProviderError | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 
@@ -25,7 +26,14 @@ from django.utils import timezone
 
 from conversations.conf import app_settings
 from conversations.exceptions import ConfigurationError, ExecutorUnavailable
-from conversations.models import BUSY_RUN_STATUSES, Conversation, OutputSchema, Run, ToolApproval
+from conversations.models import (
+    BUSY_RUN_STATUSES,
+    Attachment,
+    Conversation,
+    OutputSchema,
+    Run,
+    ToolApproval,
+)
 from conversations.providers.base import ChatProvider
 from conversations.selectors import get_default_profile
 
@@ -51,6 +59,7 @@ def submit_message(
     content: str | None,
     background: bool = False,
     output_schema: SchemaArgument | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> Run:
     """Answer a user message with the configured executor; return its run.
 
@@ -70,6 +79,9 @@ def submit_message(
     of one the owner has used; default: the profile's) makes the run end in
     validated JSON, ``Run.output``; an unusable one raises
     ``InvalidArgumentError`` (``invalid_schema``) before anything is stored.
+
+    ``attachments`` (rows the conversation's owner owns) are referenced by the
+    user message, in order.
     """
     profile = conversation.profile or get_default_profile()
     check_budgets(user_id=conversation.owner_id, profile_id=profile.pk if profile else None)
@@ -78,26 +90,45 @@ def submit_message(
     )
     if not uses_workers():
         if background:
-            return _start_in_background(conversation=conversation, content=content, schema=schema)
-        return run_tool_loop(conversation=conversation, content=content, output_schema=schema)
+            return _start_in_background(
+                conversation=conversation, content=content, schema=schema, attachments=attachments
+            )
+        return run_tool_loop(
+            conversation=conversation,
+            content=content,
+            output_schema=schema,
+            attachments=attachments,
+        )
     if profile is not None:
         build_provider(profile)  # fail now, in the request, not later in a worker
     run = start_run(
-        conversation=conversation, content=content, profile=profile, output_schema=schema
+        conversation=conversation,
+        content=content,
+        profile=profile,
+        output_schema=schema,
+        attachments=attachments,
     )
     submit_run(run)
     return run
 
 
 def _start_in_background(
-    *, conversation: Conversation, content: str | None, schema: OutputSchema | None
+    *,
+    conversation: Conversation,
+    content: str | None,
+    schema: OutputSchema | None,
+    attachments: Sequence[Attachment],
 ) -> Run:
     """Start a run here (errors raise now) and execute it in a thread once committed."""
     profile = resolve_profile(conversation=conversation, profile=None, provider=None)
     provider = build_provider(profile)  # type: ignore[arg-type]  # resolved above
     try:
         run = start_run(
-            conversation=conversation, content=content, profile=profile, output_schema=schema
+            conversation=conversation,
+            content=content,
+            profile=profile,
+            output_schema=schema,
+            attachments=attachments,
         )
     except BaseException:
         close_provider(provider)

@@ -51,6 +51,9 @@ class RequestSetup:
     """Model, sampling and tool choice (``None`` when no tool is offered)."""
     approvals: Mapping[str, str] = field(default_factory=dict)
     """Who must approve the calls of each tool that needs approval (``owner``/``staff``)."""
+    input_modalities: frozenset[str] = frozenset()
+    """What the language model reads beside text (``image``, ``pdf``); other files are sent
+    as text (``services.attachments.prepare_for_model``)."""
 
 
 def request_setup(
@@ -73,7 +76,10 @@ def request_setup(
     specs = sorted((tool.spec for tool in tools.values()), key=lambda spec: spec.name)
     options = completion_options(profile, tools_offered=bool(specs))
     levels = approval_levels(profile=profile, tools=tools.values(), settings=settings)
-    return RequestSetup(tools, specs, options, levels)
+    modalities = (
+        frozenset(profile.language_model.input_modalities or ()) if profile else frozenset()
+    )
+    return RequestSetup(tools, specs, options, levels, modalities)
 
 
 PROMPT_CACHE_KEY_ADAPTERS = frozenset({"openai", "openai_responses"})
@@ -117,7 +123,9 @@ class Round:
         options = dataclasses.replace(
             self.request.options, tool_choice=None, parallel_tool_calls=None
         )
-        request = RequestSetup(tools={}, specs=[], options=options, approvals={})
+        request = dataclasses.replace(
+            self.request, tools={}, specs=[], options=options, approvals={}
+        )
         return dataclasses.replace(self, request=request)
 
 

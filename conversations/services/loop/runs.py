@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.db import IntegrityError, transaction
@@ -31,13 +31,20 @@ from conversations.exceptions import (
     RunFencedOut,
     RunNotRunning,
 )
-from conversations.models import BUSY_RUN_STATUSES, Conversation, Profile, Run, ToolApproval
+from conversations.models import (
+    BUSY_RUN_STATUSES,
+    Attachment,
+    Conversation,
+    Profile,
+    Run,
+    ToolApproval,
+)
 from conversations.models import ToolCall as ToolCallRow
 from conversations.models.output import OutputSchema, output_column
 from conversations.providers.base import ChatProvider
 from conversations.selectors import (
-    ToolSettings,
     TranscriptTail,
+    attachment_part,
     descendant_runs,
     get_default_profile,
     history_and_tail,
@@ -45,11 +52,11 @@ from conversations.selectors import (
 )
 
 from ..transcript.messages import append_after
-from ..usage.prices import Prices
 from .fencing import fenced
 from .hot_path import open_turn
 from .recovery import recover_runs
 from .run_limits import reserve_run_capacity
+from .started import StartedTurn
 from .tool_calls import answer_open_calls
 
 __all__ = [
@@ -101,6 +108,7 @@ def start_run(
     provider: ChatProvider | None = None,
     max_iterations: int | None = None,
     output_schema: OutputSchema | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> Run:
     """Create a ``running``, unclaimed run and persist the user message (if any), in one commit.
 
@@ -120,30 +128,8 @@ def start_run(
         max_iterations=max_iterations,
         claim=False,
         output_schema=output_schema,
+        attachments=attachments,
     ).run
-
-
-@dataclass(slots=True)
-class StartedTurn:
-    """A run just started and what its transaction read: the first round reads none of it again."""
-
-    run: Run
-    """The run, ``running``; claimed by this process when started with ``claim=True``."""
-    history: list[ChatMessage] | None
-    """What the provider is sent first: the system prompt, the history, the user message.
-
-    ``None`` for a run started unclaimed (``claim=False``): the process that
-    executes it reads the history then, so starting it reads no message text.
-    """
-    tail: TranscriptTail
-    """The conversation's end, past the user message."""
-    budgets_apply: bool
-    """Whether any active budget covers the run."""
-    tool_settings: ToolSettings
-    """The tool settings, as read when the run started."""
-    prices: Prices
-    """The language model's prices, as read when the run started: every call of it is charged
-    at them."""
 
 
 def begin_turn(
@@ -156,6 +142,7 @@ def begin_turn(
     claim: bool,
     output_schema: OutputSchema | None = None,
     parent_run: Run | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> StartedTurn:
     """:func:`start_run` with ``profile`` already resolved; ``claim=True``: this process executes it.
 
@@ -187,7 +174,9 @@ def begin_turn(
     if parent_run is not None:
         fields.update(parent_run=parent_run, root_run_id=parent_run.root_run_id or parent_run.pk)
 
-    message = None if content is None else ChatMessage.user(content)  # checked before any write
+    # Checked before any write; a database rule checks the attachments' owner.
+    parts = [attachment_part(attachment) for attachment in attachments]
+    message = None if content is None else ChatMessage.user(content, parts=parts)
 
     def attempt() -> StartedTurn:
         if claim:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Sequence
 
 from django.db import DatabaseError
 
@@ -54,7 +55,7 @@ from conversations.exceptions import (
     RunFencedOut,
 )
 from conversations.mcp.tools import mcp_connections
-from conversations.models import Conversation, Profile, Run, ToolApproval
+from conversations.models import Attachment, Conversation, Profile, Run, ToolApproval
 from conversations.models import ToolCall as ToolCallRow
 from conversations.providers.base import ChatProvider
 from conversations.selectors import history_and_tail
@@ -107,6 +108,7 @@ def run_tool_loop(
     provider: ChatProvider | None = None,
     max_iterations: int | None = None,
     output_schema: SchemaArgument | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> Run:
     """Run one user turn to its end and return the finished :class:`Run`.
 
@@ -115,6 +117,7 @@ def run_tool_loop(
     a stored :class:`OutputSchema` or its sha256; default: the profile's)
     makes the run end in validated JSON (``Run.output``). Raises
     :class:`ConversationBusy` when another run is running on the conversation.
+    ``attachments`` are referenced by the user message, in order.
     """
     profile = resolve_profile(conversation=conversation, profile=profile, provider=provider)
     schema = output_schema_for(schema=output_schema, profile=profile)
@@ -131,6 +134,7 @@ def run_tool_loop(
             max_iterations=max_iterations,
             claim=True,
             output_schema=schema,
+            attachments=attachments,
         )
         return _execute(started.run, provider, started)
     finally:

@@ -14,7 +14,14 @@ from django.utils import timezone
 from conversations import domain
 from conversations.domain.context import estimate_message_tokens
 from conversations.exceptions import InvalidArgumentError
-from conversations.models import TITLE_MAX_LENGTH, Conversation, Message, Run, ToolCall
+from conversations.models import (
+    TITLE_MAX_LENGTH,
+    Conversation,
+    Message,
+    MessageAttachment,
+    Run,
+    ToolCall,
+)
 from conversations.selectors import TranscriptTail
 
 from .. import _sql
@@ -216,6 +223,14 @@ def _check_items(messages: Sequence[domain.ChatMessage]) -> list[domain.ChatMess
                 f"every message must be a ChatMessage, got {type(item).__name__}",
                 code="invalid_message",
             ).at(index)
+        for part_index, part in enumerate(item.parts):
+            if part.attachment_id is None:
+                # The record references stored files; it never holds their bytes.
+                raise InvalidArgumentError(
+                    "a file part must reference a stored attachment (store it first)",
+                    code="unstored_part",
+                    field=f"parts/{part_index}",
+                ).at(index)
         if item.role is domain.Role.TOOL and item.tool_call_id is None:
             raise InvalidArgumentError(
                 "a tool message needs the tool_call_id of the call it answers",
@@ -389,7 +404,20 @@ def _write(
             call_rows.update((call.call_id, call) for call in calls)
     if segment:
         _sql.insert(segment)
+    _link_parts(items, rows)
     return rows
+
+
+def _link_parts(items: Sequence[domain.ChatMessage], rows: Sequence[Message]) -> None:
+    """One insert of the attachment links of every message with parts (none without)."""
+    links = [
+        # Every part has an attachment id (``_check_items``).
+        MessageAttachment(message=row, attachment_id=str(part.attachment_id), position=position)
+        for item, row in zip(items, rows, strict=True)
+        for position, part in enumerate(item.parts)
+    ]
+    if links:
+        MessageAttachment.objects.bulk_create(links)
 
 
 def touch_conversation(conversation_id: Any, now: datetime) -> None:
