@@ -167,6 +167,7 @@ EXPORTS = {
         "ToolContext",
         "ToolError",
         "ToolRegistry",
+        "ToolResult",
         "autodiscover",
         "call_tool",
         "encode_result",

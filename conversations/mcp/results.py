@@ -1,4 +1,11 @@
-"""What the model reads of an MCP tool result: text, structured content as JSON, placeholders."""
+"""What the model gets of an MCP tool result: text, structured content as JSON, files, placeholders.
+
+Images and embedded resources with a blob of a type ``ATTACHMENT_TYPES``
+allows become files of a :class:`~conversations.tools.ToolResult` (stored as
+attachments by the loop, sent natively to the model); other binary content
+(audio, a blob of another type or not valid base64) is a placeholder naming
+its type and size.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from typing import Any
 
 from mcp.types import (
     AudioContent,
+    BlobResourceContents,
     CallToolResult,
     EmbeddedResource,
     ImageContent,
@@ -17,9 +25,12 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from conversations.tools import ToolError
+from conversations.conf import app_settings
+from conversations.domain import FilePart
+from conversations.exceptions import InvalidArgumentError
+from conversations.tools import ToolError, ToolResult
 
-__all__ = ["result_text"]
+__all__ = ["result_text", "result_with_files"]
 
 # Said when a failing tool gave no text at all; the model still learns it failed.
 _NO_ERROR_TEXT = "the MCP server reported an error without a message"
@@ -68,3 +79,43 @@ def result_text(result: CallToolResult) -> str:
     if result.structured_content is not None:
         return json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
     return "\n".join(_block_text(block) for block in result.content)
+
+
+def _file(block: Any) -> FilePart | None:
+    """The file an image or blob block is, or ``None`` when it stays a placeholder."""
+    if isinstance(block, ImageContent):
+        data, media_type, name = block.data, block.mime_type, ""
+    elif isinstance(block, EmbeddedResource) and isinstance(block.resource, BlobResourceContents):
+        resource = block.resource
+        data, media_type = resource.blob, resource.mime_type or ""
+        name = str(resource.uri).rstrip("/").rpartition("/")[2]
+    else:
+        return None
+    if media_type not in app_settings().ATTACHMENT_TYPES:
+        return None
+    try:
+        decoded = base64.b64decode(data, validate=True)
+        return FilePart(media_type, decoded, name=name) if decoded else None
+    except (binascii.Error, ValueError, InvalidArgumentError):
+        return None
+
+
+def result_with_files(result: CallToolResult) -> ToolResult:
+    """:func:`result_text`, with images and blobs of an allowed type as files, not placeholders.
+
+    The text is what :func:`result_text` gives less the placeholders of the
+    blocks that became files (which the model sees natively instead).
+    """
+    if result.is_error:
+        return ToolResult(result_text(result))
+    files: list[FilePart] = []
+    kept: list[Any] = []
+    for block in result.content:
+        part = _file(block)
+        if part is None:
+            kept.append(block)
+        else:
+            files.append(part)
+    if result.structured_content is not None:
+        return ToolResult(result_text(result), files)
+    return ToolResult("\n".join(_block_text(block) for block in kept), files)

@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from conversations.domain import TOOL_NAME_PATTERN
 from conversations.exceptions import InvalidArgumentError
 from conversations.models import MCPServer, MCPTool
-from conversations.tools import Tool, truncate_result
+from conversations.tools import Tool, ToolResult, truncate_result
 from conversations.tools.base import checked_spec
 from conversations.tools.schema import FunctionShape, ParameterShape
 
@@ -62,34 +62,36 @@ def mcp_connections() -> Iterator[None]:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class RemoteCall:
-    """The function of an MCP tool: calls the server, returns the result's text."""
+    """The function of an MCP tool: calls the server, returns the result's text and files."""
 
     server: MCPServer
     """The server row (secret references are resolved when connecting)."""
     remote_name: str
     """The tool's name on the server (unprefixed)."""
 
-    def __call__(self, **arguments: Any) -> str:
+    def __call__(self, **arguments: Any) -> ToolResult:
         from .connections import ConnectionPool
 
         slot = _slot.get()
         if slot is None:
             pool = ConnectionPool()
             try:
-                return self._text(pool, arguments)
+                return self._result(pool, arguments)
             finally:
                 pool.close()
         with slot.lock:
             if slot.pool is None:
                 slot.pool = ConnectionPool()
             pool = slot.pool
-        return self._text(pool, arguments)
+        return self._result(pool, arguments)
 
-    def _text(self, pool: ConnectionPool, arguments: dict[str, Any]) -> str:
-        from .results import result_text
+    def _result(self, pool: ConnectionPool, arguments: dict[str, Any]) -> ToolResult:
+        from .results import result_with_files
 
-        result = pool.call(server=self.server, name=self.remote_name, arguments=arguments)
-        return truncate_result(result_text(result), self.server.max_result_bytes)
+        result = result_with_files(
+            pool.call(server=self.server, name=self.remote_name, arguments=arguments)
+        )
+        return ToolResult(truncate_result(result.text, self.server.max_result_bytes), result.files)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -1,4 +1,4 @@
-"""Tools the model can call: the ``@tool`` decorator, the registry, validation and execution.
+"""Tools the model can call: the ``@tool`` decorator, the registry, validation, execution, results.
 
 An installed app contributes tools by defining them in its ``llm_tools``
 module; :func:`autodiscover` (run from the app's ``ready()``) imports them.
@@ -19,6 +19,7 @@ from .execution import (
     validate_arguments,
 )
 from .registration import TOOLS_MODULE, ToolRegistry, autodiscover, registry, tool
+from .results import ToolResult
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -28,6 +29,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "ToolResult",
     "autodiscover",
     "call_tool",
     "encode_result",

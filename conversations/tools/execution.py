@@ -31,6 +31,7 @@ from conversations.exceptions import InvalidArgumentError
 
 from .base import Tool
 from .context import ToolContext
+from .results import ToolResult
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -39,6 +40,9 @@ __all__ = [
     "encode_result",
     "execute",
     "execute_async",
+    "execute_result",
+    "execute_result_async",
+    "to_tool_result",
     "truncate_result",
     "validate_arguments",
 ]
@@ -134,11 +138,10 @@ def execute(
     Nothing is caught; see the module docstring. An ``async def`` tool is run
     to its end with :func:`asgiref.sync.async_to_sync` (so not from a thread
     that runs an event loop: await :func:`execute_async` there). ``checked``
-    as for :func:`call_tool`.
+    as for :func:`call_tool`. The files of a :class:`ToolResult` are left
+    out: :func:`execute_result` keeps them.
     """
-    if tool.is_async:
-        return async_to_sync(execute_async)(tool, arguments, context, checked=checked)
-    return encode_result(call_tool(tool, arguments, context=context, checked=checked))
+    return execute_result(tool, arguments, context, checked=checked).text
 
 
 async def execute_async(
@@ -149,10 +152,45 @@ async def execute_async(
     checked: bool = False,
 ) -> str:
     """:func:`execute` for an event loop: an ``async def`` tool is awaited, any other called."""
+    return (await execute_result_async(tool, arguments, context, checked=checked)).text
+
+
+def execute_result(
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    context: ToolContext | None = None,
+    *,
+    checked: bool = False,
+) -> ToolResult:
+    """:func:`execute`, keeping the files: the text and files of the tool's answer.
+
+    What the tool loop calls: a plain return value becomes a
+    :class:`ToolResult` without files (see :func:`to_tool_result`).
+    """
+    if tool.is_async:
+        return async_to_sync(execute_result_async)(tool, arguments, context, checked=checked)
+    return to_tool_result(call_tool(tool, arguments, context=context, checked=checked))
+
+
+async def execute_result_async(
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    context: ToolContext | None = None,
+    *,
+    checked: bool = False,
+) -> ToolResult:
+    """:func:`execute_result` for an event loop: an ``async def`` tool is awaited."""
     result = call_tool(tool, arguments, context=context, checked=checked)
     if inspect.isawaitable(result):
         result = await result
-    return encode_result(result)
+    return to_tool_result(result)
+
+
+def to_tool_result(value: Any) -> ToolResult:
+    """``value`` as a :class:`ToolResult`: itself, or its :func:`encode_result` text, no files."""
+    if isinstance(value, ToolResult):
+        return ToolResult(_valid_utf8(value.text), value.files)
+    return ToolResult(encode_result(value))
 
 
 class _ResultEncoder(DjangoJSONEncoder):
@@ -187,11 +225,14 @@ def encode_result(value: Any) -> str:
     A ``str`` is used as it is; anything else is JSON (``ensure_ascii=False``,
     compact), so ``None`` becomes ``"null"``, ``True`` ``"true"`` and a dict an
     object. Dates, Decimals, UUIDs, Enums, sets and dataclasses are encoded too.
+    A :class:`ToolResult` is its text.
     Raises :class:`TypeError`/:class:`ValueError` for values JSON cannot hold
     (bytes, NaN, arbitrary objects): to the loop that is a failed tool.
     """
     if isinstance(value, str):
         text = value
+    elif isinstance(value, ToolResult):
+        text = value.text  # its files are not text: the loop stores them
     else:
         text = json.dumps(
             value,

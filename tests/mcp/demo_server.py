@@ -10,11 +10,23 @@ what ``whoami`` reports.
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
+from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import (
+    BlobResourceContents,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: tests.files
+from tests.files import pdf, png
 
 server = MCPServer("demo")
 
@@ -55,6 +67,25 @@ def pid() -> str:
 def refuse(reason: str) -> str:
     """Always fails, with the reason."""
     raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+def picture() -> list[ContentBlock]:
+    """A tiny PNG, a PDF as an embedded blob, and a line of text."""
+    return [
+        TextContent(type="text", text="a picture and a report"),
+        ImageContent(type="image", data=_encoded(png()), mime_type="image/png"),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(
+                uri="file:///reports/q3.pdf", blob=_encoded(pdf("Q3")), mime_type="application/pdf"
+            ),
+        ),
+    ]
+
+
+def _encoded(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 @server.tool()

@@ -16,7 +16,7 @@ from conversations.models import MCPServer, MCPTool, MCPTransport
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-NAMES = ["add", "die", "echo", "pid", "refuse", "whoami"]
+NAMES = ["add", "die", "echo", "picture", "pid", "refuse", "whoami"]
 
 
 def test_sync_over_stdio_stores_the_tools_enabled_on_a_trusted_server(stdio_server, monkeypatch):
@@ -54,7 +54,7 @@ def test_a_changed_schema_disables_the_tool_and_keeps_the_old_one(http_server_ur
     report = sync_server_tools(server=server)
 
     assert report.changed == ("add",)
-    assert report.unchanged == 5
+    assert report.unchanged == 6
     add = MCPTool.objects.get(server=server, name="add")
     assert add.enabled is False
     assert add.schema_hash != old.schema_hash
@@ -115,7 +115,7 @@ def test_the_command_syncs_named_servers_and_reports_changes(stdio_server, monke
     monkeypatch.setenv("TEST_MCP_SECRET", "x")
     call_command("sync_mcp_tools", "local")
     out = capsys.readouterr().out
-    assert "local: 6 added, 0 changed (disabled), 0 removed, 0 unchanged." in out
+    assert "local: 7 added, 0 changed (disabled), 0 removed, 0 unchanged." in out
     with pytest.raises(CommandError, match="No MCP server with slug: nope"):
         call_command("sync_mcp_tools", "nope")
 
@@ -153,7 +153,7 @@ def test_the_admin_action_syncs_and_the_tool_page_shows_the_schema_difference(
     response = mcp_admin.post(
         changelist, {"action": "sync_tools", "_selected_action": [server.pk]}, follow=True
     )
-    assert "Remote: 6 added, 0 changed, 0 removed." in response.content.decode()
+    assert "Remote: 7 added, 0 changed, 0 removed." in response.content.decode()
 
     server.url = http_server_url(MCP_DEMO_VARIANT="changed")
     server.save()

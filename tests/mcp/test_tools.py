@@ -251,3 +251,28 @@ def test_a_tool_whose_schema_is_not_json_schema_is_left_out_with_the_reason(stdi
         )
     assert info.value.code == "invalid_tool_spec" and info.value.field == "parameters"
     assert str(info.value).startswith("MCP tool 'local__broken': parameters are not a valid JSON")
+
+
+def test_an_mcp_image_and_blob_become_attachments_the_tool_message_references(
+    conversation, stdio_server, tmp_path, settings
+):
+    from conversations.models import Attachment, MessageAttachment
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    sync(stdio_server)
+
+    finished, provider = run(conversation, call("local__picture", id="p"))
+
+    assert finished.status == Run.Status.COMPLETED
+    (message,) = [m for m in get_history(conversation=conversation) if m.role is Role.TOOL]
+    # The text blocks only: no "[image: ...]" placeholder; the files travel as parts.
+    assert message.content == "a picture and a report"
+    assert [(p.media_type, p.name) for p in message.parts] == [
+        ("image/png", ""),
+        ("application/pdf", "q3.pdf"),
+    ]
+    owners = set(Attachment.objects.values_list("owner_id", flat=True))
+    assert owners == {conversation.owner_id}
+    assert MessageAttachment.objects.count() == 2
+    sent = [m for m in provider.requests[1].messages if m.role is Role.TOOL]
+    assert [p.attachment_id for p in sent[0].parts] == [p.attachment_id for p in message.parts]

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
 from conversations.conf import app_settings
-from conversations.domain import ChatMessage
+from conversations.domain import ChatMessage, FilePart
 from conversations.domain.storable import storable_text
 from conversations.models import Conversation, Run
 from conversations.models import ToolCall as ToolCallRow
@@ -31,16 +32,17 @@ from conversations.tools import (
     Tool,
     ToolContext,
     ToolError,
-    execute,
-    execute_async,
+    ToolResult,
     registry,
     truncate_result,
     validate_arguments,
 )
+from conversations.tools.execution import execute_result, execute_result_async
 
 from ..transcript.messages import append_after, append_messages
 from .fencing import hold_run
 from .hot_path import Held, hold_for_results, update_call_states
+from .tool_files import ToolFilesRefused, store_tool_files
 
 __all__ = [
     "ANSWER_TEXTS",
@@ -133,6 +135,8 @@ class CallOutcome:
     """When the tool started (``None``: it never ran)."""
     finished_at: datetime | None = None
     """When it ended (``None``: the moment the outcome is stored)."""
+    parts: tuple[FilePart, ...] = ()
+    """The files the tool returned, stored: references the tool message carries."""
 
     @property
     def pending(self) -> bool:
@@ -146,7 +150,9 @@ class CallOutcome:
 
     def to_message(self) -> ChatMessage:
         """The tool message answering the call."""
-        return ChatMessage.tool_result(self.row.call_id, self.content, is_error=self.is_error)
+        return ChatMessage.tool_result(
+            self.row.call_id, self.content, is_error=self.is_error, parts=self.parts
+        )
 
 
 def check_call(*, row: ToolCallRow, tools: Mapping[str, Tool]) -> CallOutcome | None:
@@ -191,33 +197,48 @@ def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
     model gets a fixed sentence, and admins the traceback (on the call and in
     the log). An ``async def`` tool is run to its end (see
     :func:`~conversations.tools.execute`); the loop awaits those with
-    :func:`execute_call_async` instead.
+    :func:`execute_call_async` instead. The files of a
+    :class:`~conversations.tools.ToolResult` are stored here, before the
+    outcome is handed over (see ``tool_files``).
     """
     started = timezone.now()
     try:
         # Checked by check_call before the call was marked running (the loop's only path here).
-        result = execute(tool, row.arguments, context=_context(run, row), checked=True)
+        result = execute_result(tool, row.arguments, context=_context(run, row), checked=True)
+        parts = store_tool_files(conversation_id=run.conversation_id, files=result.files)
     except CallPending:
         return CallOutcome(row, ToolCallRow.Status.AWAITING_APPROVAL, "", started_at=started)
     except Exception as exc:
         return _failed(exc, run=run, row=row, started=started)
-    return _succeeded(result, row=row, started=started)
+    return _succeeded(result, parts, row=row, started=started)
 
 
 async def execute_call_async(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
     """:func:`execute_call` on an event loop: the tool is awaited; the same answers."""
     started = timezone.now()
     try:
-        result = await execute_async(tool, row.arguments, context=_context(run, row), checked=True)
+        result = await execute_result_async(
+            tool, row.arguments, context=_context(run, row), checked=True
+        )
+        parts = await sync_to_async(store_tool_files)(
+            conversation_id=run.conversation_id, files=result.files
+        )
     except Exception as exc:
         return _failed(exc, run=run, row=row, started=started)
-    return _succeeded(result, row=row, started=started)
+    return _succeeded(result, parts, row=row, started=started)
 
 
-def _succeeded(result: str, *, row: ToolCallRow, started: datetime) -> CallOutcome:
-    content = _storable_result(result, row=row)
+def _succeeded(
+    result: ToolResult, parts: tuple[FilePart, ...], *, row: ToolCallRow, started: datetime
+) -> CallOutcome:
+    content = _storable_result(result.text, row=row)
     return CallOutcome(
-        row, ToolCallRow.Status.SUCCEEDED, content, started_at=started, finished_at=timezone.now()
+        row,
+        ToolCallRow.Status.SUCCEEDED,
+        content,
+        started_at=started,
+        finished_at=timezone.now(),
+        parts=parts,
     )
 
 
@@ -226,6 +247,11 @@ def _failed(exc: Exception, *, run: Run, row: ToolCallRow, started: datetime) ->
     if isinstance(exc, ToolError):
         logger.info("tool %s refused (call %s, run %s): %s", row.name, row.call_id, run.pk, exc)
         text = tool_error_text(TOOL_ERROR, row.name, message=exc.message)
+        content = _storable_result(text, row=row)
+    elif isinstance(exc, ToolFilesRefused):
+        # Our own words about the files (never the tool's or the storage's).
+        logger.info("tool %s (call %s, run %s): %s", row.name, row.call_id, run.pk, exc)
+        text = tool_error_text(TOOL_ERROR, row.name, message=str(exc))
         content = _storable_result(text, row=row)
     else:
         logger.exception("tool %s failed (call %s, run %s)", row.name, row.call_id, run.pk)
@@ -284,6 +310,7 @@ def storage_failed(*, outcome: CallOutcome, detail: str) -> CallOutcome:
         return outcome
     return dataclasses.replace(
         outcome,
+        parts=(),
         status=ToolCallRow.Status.FAILED,
         content=tool_error_text(TOOL_FAILED, outcome.row.name),
         error=f"the result could not be stored:\n{detail}",
