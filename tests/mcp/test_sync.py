@@ -61,7 +61,7 @@ def test_a_changed_schema_disables_the_tool_and_keeps_the_old_one(http_server_ur
     assert "c" in add.input_schema["properties"]
     assert add.previous_input_schema == old.input_schema
     assert add.schema_changed_at is not None
-    assert MCPTool.objects.filter(server=server, enabled=True).count() == 5
+    assert MCPTool.objects.filter(server=server, enabled=True).count() == 6
 
 
 def test_a_tool_no_longer_listed_is_marked_absent(stdio_server, monkeypatch):
