@@ -150,8 +150,13 @@ USER = user_message("hi")
                     }
                 ]
             },
+            "unsupported_file_url",
+            "/messages/0/parts/1/url",
+        ),
+        (
+            {"messages": [{"role": "user", "parts": [{"type": "source-url", "url": "x"}]}]},
             "invalid",
-            "/messages/0/parts/1/type",
+            "/messages/0/parts/0/type",
         ),
         (
             {"messages": [{"role": "user", "parts": [{"type": "text", "text": 3}]}]},

@@ -274,5 +274,6 @@ def test_an_mcp_image_and_blob_become_attachments_the_tool_message_references(
     owners = set(Attachment.objects.values_list("owner_id", flat=True))
     assert owners == {conversation.owner_id}
     assert MessageAttachment.objects.count() == 2
-    sent = [m for m in provider.requests[1].messages if m.role is Role.TOOL]
-    assert [p.attachment_id for p in sent[0].parts] == [p.attachment_id for p in message.parts]
+    # The scripted adapter sends no file natively: the model reads about them instead.
+    (sent,) = [m for m in provider.requests[1].messages if m.role is Role.TOOL]
+    assert "q3.pdf" in sent.content

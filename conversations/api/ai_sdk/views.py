@@ -2,7 +2,8 @@
 
 ``POST /conversations/{id}/chat/`` takes the body ``DefaultChatTransport``
 sends (``{id, messages, trigger, messageId?}``): the last of ``messages`` is
-the new user message (its text parts joined); the earlier ones are ignored,
+the new user message (its text parts joined, its ``file`` parts stored as
+attachments: see ``files``); the earlier ones are ignored,
 the stored history is what the model reads. It starts a run exactly like the
 messages endpoint (same checks, limits and errors) and answers with the UI
 message stream (``ai_sdk_stream``). ``GET`` returns the stored history as
@@ -27,7 +28,7 @@ from rest_framework.response import Response
 from conversations import events, selectors
 from conversations.conf import app_settings
 from conversations.exceptions import ExecutorUnavailable
-from conversations.models import Conversation, Message, OutputSchema, Run, ToolCall
+from conversations.models import Attachment, Conversation, Message, OutputSchema, Run, ToolCall
 from conversations.services import submit_message
 
 from ..base import ConversationsAPIView
@@ -40,10 +41,11 @@ from ..serializers import MessageInputSerializer
 from ..sse.slots import acquire_stream_slot, release_stream_slot, releasing, releasing_async
 from ..throttling import MessageRateThrottle
 from .chunks import HEADERS, run_message_id, source_urls, thinking_texts
+from .files import SentFile, file_parts, history_file_parts, store_sent_files
 from .history import HISTORY_PAGE_LINK, HistoryQuerySerializer, history_page
 from .stream import ChatStream
 
-__all__ = ["ChatView", "chat_content", "start_chat_run", "ui_messages"]
+__all__ = ["ChatView", "chat_content", "chat_request", "start_chat_run", "ui_messages"]
 
 _ROLES = ("system", "user", "assistant")
 
@@ -60,8 +62,9 @@ class UIMessageSerializer(serializers.Serializer[Any]):
     role = NamedChoiceField(component_name="UIMessageRole", choices=_ROLES)
     parts = serializers.ListField(
         child=serializers.DictField(),
-        help_text="`text`, `reasoning`, `step-start` and `tool-<name>` parts "
-        "(`toolCallId`, `state`, `input`, `output` or `errorText`).",
+        help_text="`text`, `file` (`mediaType`, `filename`, `url`: a `data:` URL in a "
+        "request, the attachment's content URL in the history), `reasoning`, `step-start` "
+        "and `tool-<name>` parts (`toolCallId`, `state`, `input`, `output` or `errorText`).",
     )
     metadata = serializers.DictField(
         required=False,
@@ -111,7 +114,16 @@ def _check_messages(messages: Any) -> list[Mapping[str, Any]]:
 
 
 def chat_content(data: Any) -> str:
-    """The new user message's text from a ``useChat`` request body; 400 names the bad field."""
+    """The new user message's text from a ``useChat`` request body (see :func:`chat_request`)."""
+    return chat_request(data)[0]
+
+
+def chat_request(data: Any) -> tuple[str, list[SentFile]]:
+    """The new user message's text and files from a ``useChat`` request body.
+
+    A 400 names the bad field; a file part that is not a ``data:`` URL is
+    refused, never fetched. The text may be empty when there is a file.
+    """
     if not isinstance(data, Mapping):
         raise _invalid([], "The body must be a JSON object: the request useChat sends.")
     if data.get("id") is not None and not isinstance(data["id"], str):
@@ -142,14 +154,20 @@ def chat_content(data: Any) -> str:
         kind = part.get("type") if isinstance(part, Mapping) else None
         if not isinstance(kind, str):
             raise _invalid([*path, "type"], "Each part must be an object with a type.")
+        if kind == "file":
+            continue  # read below
         if kind != "text":
             raise _invalid(
-                [*path, "type"], f'Parts of type "{kind}" are not supported: send text parts.'
+                [*path, "type"],
+                f'Parts of type "{kind}" are not supported: send text and file parts.',
             )
         if not isinstance(part.get("text"), str):
             raise _invalid([*path, "text"], "Must be a string.")
         texts.append(part["text"])
     content = "\n".join(texts)
+    files = file_parts(messages[last]["parts"], last=last)
+    if files and not content:
+        return content, files
     serializer = MessageInputSerializer(data={"content": content})
     try:
         serializer.is_valid(raise_exception=True)
@@ -161,14 +179,18 @@ def chat_content(data: Any) -> str:
         found: Any = exc.detail.get("content") if isinstance(exc.detail, dict) else None
         detail = str(found[0]) if isinstance(found, list) and found else "It is not valid."
         raise _invalid(["messages", last, "parts"], f"The new message's text: {detail}") from None
-    return str(serializer.validated_data["content"])
+    return str(serializer.validated_data["content"]), files
 
 
 # Starting the run ---------------------------------------------------------------------------
 
 
 def start_chat_run(
-    *, conversation: Conversation, content: str, output_schema: OutputSchema | None = None
+    *,
+    conversation: Conversation,
+    content: str,
+    output_schema: OutputSchema | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> tuple[Run, events.Subscription]:
     """Store the user message, start its run and subscribe to it; the run goes on without us.
 
@@ -187,6 +209,7 @@ def start_chat_run(
                 content=content,
                 background=True,
                 output_schema=output_schema,
+                attachments=attachments,
             )
             subscription = events.subscribe(run.pk)
     except BaseException:
@@ -215,9 +238,11 @@ def _tool_part(call: ToolCall) -> dict[str, Any]:
 def ui_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Stored messages as ``UIMessage`` values, the way ``useChat`` holds a conversation.
 
-    User and system messages are one each. The assistant and tool messages
-    after them form one assistant message per run (one ``step-start`` per
-    model call), each result folded into its call's tool part.
+    User and system messages are one each, a ``file`` part per attachment
+    after the text. The assistant and tool messages after them form one
+    assistant message per run (one ``step-start`` per model call), each
+    result folded into its call's tool part, the files a tool returned as
+    ``file`` parts after it.
     """
     result: list[dict[str, Any]] = []
     group: dict[str, Any] | None = None
@@ -226,11 +251,13 @@ def ui_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     for message in messages:
         if message.role in (Message.Role.USER, Message.Role.SYSTEM):
             group = None
+            files = history_file_parts(message)
+            text = [{"type": "text", "text": message.content}]
             result.append(
                 {
                     "id": str(message.pk),
                     "role": message.role,
-                    "parts": [{"type": "text", "text": message.content}],
+                    "parts": (text if message.content or not files else []) + files,
                     "metadata": {
                         "runId": str(message.run_id) if message.run_id else None,
                         "messageIds": [message.pk],
@@ -277,6 +304,8 @@ def ui_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 part.update(state="output-error", errorText=message.content)
             else:
                 part.update(state="output-available", output=message.content)
+            # The files a tool returned follow its part (the content URL, never the bytes).
+            owner["parts"].extend(history_file_parts(message))
             owner["metadata"]["messageIds"].append(message.pk)
     return result
 
@@ -327,7 +356,8 @@ class ChatView(ConversationsAPIView):
         summary="Send useChat's request; answer with the UI message stream",
         description=(
             "Takes the body of the AI SDK's `DefaultChatTransport` and reads only the last "
-            "message (the new user message: its text parts, joined by newlines). Starts a "
+            "message (the new user message: its text parts, joined by newlines, and its "
+            "`file` parts, `data:` URLs only, stored as your attachments). Starts a "
             "run exactly like `POST .../messages/` (same limits and errors) and answers 200 "
             "with the UI message stream (`x-vercel-ai-ui-message-stream: v1`): `data:` "
             "lines with the chunks `start`, `start-step`, `text-*`, `reasoning-*`, "
@@ -342,12 +372,17 @@ class ChatView(ConversationsAPIView):
             ),
             400: error_response(
                 "The body is not useChat's request (`invalid`, `required`, "
-                "`unsupported_trigger`, `unsupported_message_id`; located by `pointer`)."
+                "`unsupported_trigger`, `unsupported_message_id`, `unsupported_file_url` for "
+                "a file that is not a `data:` URL, `too_many_attachments`; located by `pointer`)."
             ),
             **AUTH_ERRORS,
             404: ERR_404,
             409: ERR_409,
-            413: error_response("The new message is larger than allowed (`content_too_large`)."),
+            413: error_response(
+                "The new message or a file is larger than allowed (`content_too_large`, "
+                "`attachment_too_large`)."
+            ),
+            415: error_response("A file's type is not accepted (`unsupported_media_type`)."),
             429: error_response(
                 "Too many messages (`throttled`), event streams (`too_many_streams`) or "
                 "running runs (`too_many_runs`), or a blocking budget is used up "
@@ -362,7 +397,7 @@ class ChatView(ConversationsAPIView):
     )
     def post(self, request: Request, conversation_id: Any) -> HttpResponseBase:
         conversation = self.get_conversation(conversation_id)
-        content = chat_content(request.data)
+        content, files = chat_request(request.data)
         body = request.data if isinstance(request.data, dict) else {}
         schema = requested_schema(request, body.get("output_schema"))
         slot = acquire_stream_slot(user_id=request.user.pk, lifetime=ChatStream.max_seconds)
@@ -374,9 +409,16 @@ class ChatView(ConversationsAPIView):
                 status_code=429,
             )
         try:
+            # Stored first (outside the run's transaction): a run that cannot start
+            # leaves unreferenced rows that purge_attachments removes, never
+            # stored objects without a row.
+            attachments = store_sent_files(owner=request.user, files=files)
             with blame_configuration():
                 run, subscription = start_chat_run(
-                    conversation=conversation, content=content, output_schema=schema
+                    conversation=conversation,
+                    content=content,
+                    output_schema=schema,
+                    attachments=attachments,
                 )
         except BaseException:
             release_stream_slot(slot)

@@ -189,7 +189,8 @@ def _estimate(
 def _reserve(round_: Round, state: TurnState, sent: Sequence[ChatMessage]) -> BudgetCheck:
     """The budget check before a model call, reserving its estimated tokens and cost.
 
-    Skipped when ``state`` has just read that no budget covers the run.
+    ``sent`` is what is sent (files loaded or turned into text). Skipped
+    when ``state`` has just read that no budget covers the run.
     """
     run = round_.run
     if state.budgets_apply is False:
