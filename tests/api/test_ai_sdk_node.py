@@ -172,3 +172,58 @@ def test_the_ai_sdk_reads_the_structured_output_as_a_data_part(
     outputs = [part for part in result["parts"] if part["type"] == "data-output"]
     assert outputs == [{"type": "data-output", "id": "output", "data": run.output}]
     assert result["chunkTypes"].index("data-output") < result["chunkTypes"].index("finish")
+
+
+def test_the_ai_sdk_sends_a_file_part_and_the_history_gives_it_back(
+    node, uvicorn, token, demo_conversation, tmp_path
+):
+    import base64
+
+    from conversations.models import Attachment
+
+    from ..files import png
+
+    picture = png()
+    _, base_url = uvicorn(MEDIA_ROOT=str(tmp_path / "media"))
+    done = subprocess.run(
+        [
+            node,
+            "use_chat_file.mjs",
+            base_url,
+            str(demo_conversation.pk),
+            token.key,
+            "What is in this picture?",
+            base64.b64encode(picture).decode(),
+        ],
+        cwd=JS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["errors"] == []
+    assert result["chat"]["status"] == "ready"
+
+    run = Run.objects.get(conversation=demo_conversation)
+    assert run.status == Run.Status.COMPLETED
+    attachment = Attachment.objects.get()
+    assert (attachment.media_type, attachment.name, attachment.size) == (
+        "image/png",
+        "dot.png",
+        len(picture),
+    )
+    user, assistant = result["history"]
+    assert user["parts"] == [
+        {"type": "text", "text": "What is in this picture?"},
+        {
+            "type": "file",
+            "mediaType": "image/png",
+            "filename": "dot.png",
+            "url": f"/api/attachments/{attachment.pk}/content/",
+        },
+    ]
+    assert assistant["parts"][-1]["type"] == "text"
+    # The streamed answer is the one the history has.
+    assert result["chat"]["messages"][1] == assistant
+    assert base64.b64decode(result["served"]) == picture
