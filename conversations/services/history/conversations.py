@@ -28,6 +28,7 @@ from ..loop.recovery import recover_runs
 from ..loop.summaries import latest_summary
 from ..loop.tool_loop import request_setup
 from ..transcript.messages import append_messages, check_title, create_conversation
+from .imported_files import with_imported_files
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -117,10 +118,14 @@ def import_conversation(
     ``is_error``); an imported history must also answer every call it makes (``unanswered_tool_calls`` otherwise). Errors are
     :class:`InvalidArgumentError` whose ``field`` starts with ``messages/``.
     Each imported call is recorded as answered: ``succeeded``, or ``failed``
-    when its result is flagged ``is_error``.
+    when its result is flagged ``is_error``. A user or tool message may list
+    ``attachments`` (``{id, sha256}`` references, as the export writes them)
+    to attachments ``owner`` owns; bytes inline are refused (``unstored_part``).
     """
     try:
         items = normalise_messages(messages)
+        # Files: references to the owner's own attachments (never bytes), checked here.
+        items = with_imported_files(owner=owner, raw=messages, items=items)
     except InvalidArgumentError as exc:
         raise exc.at("messages") from None
     with transaction.atomic():
