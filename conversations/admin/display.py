@@ -21,6 +21,8 @@ from conversations.domain.timing import duration_ms
 from conversations.models import Citation, Message, ProviderToolCall, Run, ToolCall
 from conversations.selectors import count_of, last_run_status
 
+from .files import FileView, file_views
+
 __all__ = [
     "ReadOnlyAdmin",
     "TranscriptEntry",
@@ -131,6 +133,8 @@ class CallView:
     result: Message | None
     result_text: str = ""
     """The result's content, indented like the arguments when it is JSON."""
+    files: list[FileView] = field(default_factory=list)
+    """The files the result carries."""
 
 
 @dataclass(slots=True)
@@ -151,6 +155,8 @@ class TranscriptEntry:
     """Its citations, each with its link (``""`` when the URL is not http(s), shown as text)."""
     view: str = ""
     """Where the view of the history the model answered from began, when it left any out."""
+    files: list[FileView] = field(default_factory=list)
+    """The message's files (a user's upload, a tool's images)."""
 
 
 def _link(url: str) -> str:
@@ -208,7 +214,8 @@ def build_transcript(
     call is in ``calls`` is shown beside that call rather than on its own line.
     No queries: everything is handed in (messages need ``tool_call`` selected
     for tool messages whose call lies outside ``calls``, and their
-    ``provider_tool_calls`` and ``citations`` prefetched).
+    ``provider_tool_calls`` and ``citations`` prefetched, and their
+    ``attachment_links`` with the attachments).
     """
     by_message: dict[int, list[ToolCall]] = defaultdict(list)
     for call in calls:
@@ -222,7 +229,11 @@ def build_transcript(
         if message.role == Message.Role.TOOL:
             content = pretty_result(content)
         entry = TranscriptEntry(
-            message=message, usage=_usage_text(message), content=content, view=view_marker(message)
+            message=message,
+            usage=_usage_text(message),
+            content=content,
+            view=view_marker(message),
+            files=file_views(message, site=site),
         )
         if link_runs and message.run_id is not None:
             entry.run_url = reverse(f"{site}:conversations_run_change", args=[message.run_id])
@@ -240,6 +251,7 @@ def build_transcript(
                     duration=format_duration(duration_ms(call.started_at, call.finished_at)),
                     result=result,
                     result_text=pretty_result(result.content) if result is not None else "",
+                    files=file_views(result, site=site),
                 )
             )
         entries.append(entry)

@@ -268,14 +268,22 @@ def admin_messages(*, messages: QuerySet[Message]) -> QuerySet[Message]:
     return messages.select_related("conversation", "tool_call", "run")
 
 
+def _attachment_links() -> Prefetch[MessageAttachment]:
+    """A message's files with it (one query for the links of all the messages, with the files)."""
+    return Prefetch(
+        "attachment_links",
+        queryset=MessageAttachment.objects.select_related("attachment").order_by("position"),
+    )
+
+
 def conversation_transcript(*, conversation: Conversation) -> Transcript:
-    """Everything the transcript of a conversation shows, in four queries whatever its length
-    (the messages with the provider's tool calls and citations, then the calls). Each answer's
-    call record (where the view it was asked with began) comes with the messages."""
+    """Everything the transcript of a conversation shows, in five queries whatever its length
+    (the messages with the provider's tool calls and citations, their files, then the calls).
+    Each answer's call record (where the view it was asked with began) comes with the messages."""
     rows = list(
         conversation.messages.select_related("model_call__context_summary")
         .order_by("position")
-        .prefetch_related(*_PROVIDER_ACTIVITY)
+        .prefetch_related(*_PROVIDER_ACTIVITY, _attachment_links())
     )
     calls = list(ToolCall.objects.filter(conversation=conversation))
     results = {m.tool_call_id: m for m in rows if m.tool_call_id is not None}
@@ -283,8 +291,8 @@ def conversation_transcript(*, conversation: Conversation) -> Transcript:
 
 
 def run_trace(*, run: Run) -> Transcript:
-    """Everything the trace of a run shows, in five queries (three, and the provider's tool
-    calls and citations of its messages).
+    """Everything the trace of a run shows, in seven queries (messages and answers each with
+    their files, and the provider's tool calls and citations of its messages).
 
     The run's messages, its calls, and the answers to them: an answer can
     belong to no run (one written by recovery, say).
@@ -292,12 +300,13 @@ def run_trace(*, run: Run) -> Transcript:
     rows = list(
         run.messages.select_related("tool_call", "model_call__context_summary")
         .order_by("position")
-        .prefetch_related(*_PROVIDER_ACTIVITY)
+        .prefetch_related(*_PROVIDER_ACTIVITY, _attachment_links())
     )
     calls = list(ToolCall.objects.filter(message__run=run))
+    answers = Message.objects.filter(tool_call__in=[c.pk for c in calls])
     results = {
         m.tool_call_id: m
-        for m in Message.objects.filter(tool_call__in=[c.pk for c in calls])
+        for m in answers.prefetch_related(_attachment_links())
         if m.tool_call_id is not None
     }
     return rows, calls, results

@@ -21,7 +21,7 @@ export class ApiError extends Error {
   }
 }
 
-function csrfToken() {
+export function csrfToken() {
   // The form's token works even with CSRF_COOKIE_HTTPONLY or CSRF_USE_SESSIONS.
   const field = ui.composer.querySelector("input[name=csrfmiddlewaretoken]");
   if (field && field.value) {

@@ -10,6 +10,7 @@
 
 import { hideError, setProgress, showError } from "./alerts.js";
 import { api, apiRoot, messagesUrl, pageItems, pageUrl, readAnswer, request, STREAM_ACCEPT } from "./api.js";
+import { attachmentIds, clearFiles, hasFiles } from "./attachments.js";
 import { decorate } from "./branches.js";
 import { foldCards } from "./cards.js";
 import { markCurrentInList, putFirstInList } from "./sidebar.js";
@@ -63,25 +64,36 @@ async function ensureConversation(content) {
 }
 
 export async function send(content) {
-  if (state.busy || state.awaiting || !content.trim()) {
+  const withFiles = hasFiles();
+  if (state.busy || state.awaiting || (!content.trim() && !withFiles)) {
     return;
   }
   hideError();
   setBusy(true);
+  setProgress(withFiles ? "Uploading files…" : "Sending…");
+  const attachments = withFiles ? await attachmentIds() : [];
+  if (!content.trim() && !attachments.length) {
+    setBusy(false); // every file was refused; the alert says why
+    return;
+  }
   setProgress("Sending…");
   showPending(content);
   ui.input.value = "";
   const since = state.lastPosition;
   let conversation = null;
   try {
-    conversation = await ensureConversation(content);
+    conversation = await ensureConversation(content.trim() ? content : "Files");
     setProgress(progressSince(since));
     // Until the answer starts (the stream's headers, or the whole JSON of a
     // server that runs the loop before answering), polls show the progress.
     const poller = startPolling(conversation.id, since);
     let response;
     try {
-      response = await request("POST", messagesUrl(conversation.id), { content }, STREAM_ACCEPT);
+      const body = attachments.length ? { content, attachments } : { content };
+      response = await request("POST", messagesUrl(conversation.id), body, STREAM_ACCEPT);
+      if (response.ok) {
+        clearFiles(); // stored with the message
+      }
     } finally {
       // Let a poll in flight land first, so it cannot overwrite the final state.
       await poller.stop();

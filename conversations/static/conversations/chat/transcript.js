@@ -4,6 +4,7 @@
  */
 
 import { resetAgents } from "./agents.js";
+import { attachmentList } from "./attachments.js";
 import { decorate } from "./branches.js";
 import { buildCard, refreshCard } from "./cards.js";
 import { $, el, keepingScroll, scrollToEnd, ui } from "./dom.js";
@@ -70,6 +71,10 @@ function buildMessage(message, previous) {
       text.textContent = message.content;
     }
     article.append(text);
+  }
+  const files = attachmentList(message.attachments);
+  if (files) {
+    article.append(files);
   }
   const ran = buildProviderTools(message);
   const sources = buildSources(message);
