@@ -17,7 +17,7 @@ from urllib.parse import quote
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, QuerySet
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest
 from django.urls import URLPattern, path
 from django.utils.html import format_html
 
@@ -77,7 +77,8 @@ class AttachmentAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attachment]:
-        return super().get_queryset(request).annotate(reference_count=Count("links"))
+        queryset: QuerySet[Attachment] = super().get_queryset(request)
+        return queryset.annotate(reference_count=Count("links"))
 
     def get_urls(self) -> list[URLPattern]:
         content = self.admin_site.admin_view(self.content_view)
@@ -86,7 +87,7 @@ class AttachmentAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
-    def content_view(self, request: HttpRequest, object_id: Any) -> HttpResponse:
+    def content_view(self, request: HttpRequest, object_id: Any) -> FileResponse:
         """The bytes, for staff who may view attachments (404 for an unknown id)."""
         if not self.has_view_permission(request):
             raise PermissionDenied

@@ -268,7 +268,7 @@ def admin_messages(*, messages: QuerySet[Message]) -> QuerySet[Message]:
     return messages.select_related("conversation", "tool_call", "run")
 
 
-def _attachment_links() -> Prefetch[MessageAttachment]:
+def _attachment_links() -> Prefetch[str]:
     """A message's files with it (one query for the links of all the messages, with the files)."""
     return Prefetch(
         "attachment_links",

@@ -252,12 +252,12 @@ def ui_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         if message.role in (Message.Role.USER, Message.Role.SYSTEM):
             group = None
             files = history_file_parts(message)
-            text = [{"type": "text", "text": message.content}]
+            text_part = [{"type": "text", "text": message.content}]
             result.append(
                 {
                     "id": str(message.pk),
                     "role": message.role,
-                    "parts": (text if message.content or not files else []) + files,
+                    "parts": (text_part if message.content or not files else []) + files,
                     "metadata": {
                         "runId": str(message.run_id) if message.run_id else None,
                         "messageIds": [message.pk],
