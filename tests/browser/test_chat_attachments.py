@@ -116,3 +116,42 @@ def test_a_refused_file_says_why_and_is_not_sent(live_server, demo, browser):
     )
     expect(page.locator("#llm-attachments .llm-file-chip")).to_have_count(0)
     assert errors == []
+
+
+@pytest.fixture
+def tool_picture():
+    """A conversation of the demo user whose tool returned a picture (stored before the browser)."""
+    from conversations.domain import ChatMessage, ToolCall
+    from conversations.models import Conversation
+    from conversations.selectors import attachment_part
+    from conversations.services import append_messages, store_attachment
+
+    from .transcripts import demo_user
+
+    owner = demo_user()
+    picture = store_attachment(owner=owner, file=PICTURE, name="chart.png").attachment
+    conversation = Conversation.objects.create(owner=owner, title="A chart")
+    append_messages(
+        conversation=conversation,
+        messages=[
+            ChatMessage.user("Draw the chart"),
+            ChatMessage.assistant_tool_calls([ToolCall(id="c1", name="chart", arguments={})]),
+            ChatMessage.tool_result("c1", "drawn", parts=[attachment_part(picture)]),
+            ChatMessage.assistant("Here it is."),
+        ],
+    )
+    return conversation
+
+
+def test_a_tools_picture_shows_in_its_card(live_server, tool_picture, browser):
+    page, errors = open_page(browser, live_server)
+    page.goto(f"{live_server.url}/chat/{tool_picture.pk}/")
+    card = page.locator("details.llm-tool")
+    expect(card).to_have_count(1)
+    card.locator("summary").click()
+    image = card.locator(".llm-files a.llm-thumb img")
+    expect(image).to_have_attribute("alt", "chart.png")
+    page.wait_for_function(
+        "() => document.querySelector('details.llm-tool .llm-files img').naturalWidth === 24"
+    )
+    assert errors == []

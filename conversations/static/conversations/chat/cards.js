@@ -6,6 +6,7 @@
  */
 
 import { buildAgent } from "./agents.js";
+import { attachmentList } from "./attachments.js";
 import { callStatusWord, formatDuration, oneLine, prettyJson } from "./format.js";
 import { el, ui } from "./dom.js";
 import { callStatus, state } from "./state.js";
@@ -68,7 +69,8 @@ export function buildCard(call, open) {
             "p",
             { className: "llm-tool-waiting" },
             status === "cancelled" ? "Not run: the answer was stopped." : "Waiting for the result…"
-          )
+          ),
+      result && attachmentList(result.attachments)
     )
   );
 }
