@@ -155,3 +155,25 @@ def test_a_tools_picture_shows_in_its_card(live_server, tool_picture, browser):
         "() => document.querySelector('details.llm-tool .llm-files img').naturalWidth === 24"
     )
     assert errors == []
+
+
+def test_a_pasted_picture_joins_the_tray(live_server, demo, browser):
+    page, errors = open_page(browser, live_server)
+    new_conversation(page)
+    page.evaluate(
+        """(encoded) => {
+            const bytes = Uint8Array.from(atob(encoded), (c) => c.charCodeAt(0));
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([bytes], "image.png", { type: "image/png" }));
+            const box = document.getElementById("llm-message");
+            box.dispatchEvent(new ClipboardEvent("paste", { clipboardData: transfer, bubbles: true, cancelable: true }));
+        }""",
+        base64.b64encode(PICTURE).decode(),
+    )
+    chip = page.locator("#llm-attachments .llm-file-chip")
+    expect(chip).to_contain_text("image.png · image/png")
+    expect(page.locator("#llm-attachments .llm-uploading")).to_have_count(0)
+    # Removed again before sending: nothing goes with the message.
+    page.get_by_role("button", name="Remove image.png").click()
+    expect(chip).to_have_count(0)
+    assert errors == []
