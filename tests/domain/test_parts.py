@@ -85,6 +85,47 @@ def test_a_part_without_bytes_nor_attachment_cannot_claim_a_size():
     assert info.value.code == "invalid_file_data"
 
 
+@pytest.mark.parametrize("data", [bytearray(PNG), memoryview(PNG)])
+def test_a_bytearray_or_memoryview_is_kept_as_bytes(data):
+    part = FilePart("image/png", data)
+    assert part.data == PNG and type(part.data) is bytes and part.size == len(PNG)
+
+
+@pytest.mark.parametrize(("data", "named"), [(None, "null"), ("text", "str"), (12, "int")])
+def test_data_that_is_not_bytes_is_refused_naming_its_type(data, named):
+    with pytest.raises(InvalidArgumentError) as info:
+        FilePart("image/png", data)  # type: ignore[arg-type]
+    assert (info.value.code, info.value.field) == ("invalid_file_data", "data")
+    assert str(info.value).endswith(f"got {named}")
+
+
+@pytest.mark.parametrize(("name", "named"), [(None, "null"), (3, "int")])
+def test_a_name_that_is_not_text_is_refused(name, named):
+    with pytest.raises(InvalidArgumentError) as info:
+        FilePart("image/png", PNG, name=name)  # type: ignore[arg-type]
+    assert (info.value.code, info.value.field) == ("invalid_file_name", "name")
+    assert str(info.value).endswith(f"got {named}")
+
+
+def test_an_attachment_id_is_kept_as_text_and_must_not_be_empty():
+    pk = uuid.uuid4()
+    assert FilePart("image/png", PNG, attachment_id=pk).attachment_id == str(pk)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError) as info:
+        FilePart("image/png", PNG, attachment_id="")
+    assert (info.value.code, info.value.field) == ("invalid_attachment_id", "attachment_id")
+
+
+@pytest.mark.parametrize("size", [-1, True, "10", 2.5])
+def test_a_reference_size_must_be_a_non_negative_whole_number(size):
+    with pytest.raises(InvalidArgumentError) as info:
+        FilePart("image/png", b"", attachment_id="a1", size=size)
+    assert (info.value.code, info.value.field) == ("invalid_file_size", "size")
+
+
+def test_a_reference_without_bytes_or_size_is_empty():
+    assert FilePart("text/plain", b"", attachment_id="a1").size == 0
+
+
 @pytest.mark.parametrize("media_type", ["", "png", None])
 def test_a_media_type_without_a_slash_is_refused(media_type):
     with pytest.raises(InvalidArgumentError) as info:
