@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   acceptsLive,
+  answerMayStream,
   branchSwitches,
   callStatus,
   composerState,
@@ -32,6 +33,16 @@ test("a snapshot no newer than the stored turn that replaced the bubble is not s
   assert.equal(acceptsLive({ kind: "inflight", seq: 5, shown: 5, active: false }), false);
   assert.equal(acceptsLive({ kind: "inflight", seq: 5, shown: 5, active: true }), true);
   assert.equal(acceptsLive({ kind: "inflight", seq: 6, shown: 5, active: false }), true);
+});
+
+test("a snapshot arriving while a stored answer is the newest message is not an answer", () => {
+  const user = { role: "user" };
+  const answer = { role: "assistant" };
+  const result = { role: "tool" };
+  assert.equal(answerMayStream(new Map(), -1), true);
+  assert.equal(answerMayStream(new Map([[0, user]]), 0), true);
+  assert.equal(answerMayStream(new Map([[0, user], [1, answer]]), 1), false);
+  assert.equal(answerMayStream(new Map([[0, user], [1, answer], [2, result]]), 2), true);
 });
 
 test("a call whose result arrived before its status reads as answered", () => {

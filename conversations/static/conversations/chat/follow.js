@@ -15,7 +15,7 @@ import { refreshCard } from "./cards.js";
 import { updateCall } from "./runs.js";
 import { renderMessages } from "./transcript.js";
 import { isEventStream, readEventStream } from "./sse.js";
-import { isCurrent } from "./state.js";
+import { answerMayStream, isCurrent, state } from "./state.js";
 import { LiveTurn } from "./live.js";
 import { ui } from "./dom.js";
 
@@ -128,7 +128,9 @@ function dispatch(event) {
   if (type === "text.delta" || type === "reasoning.delta" || type === "tool_call.delta") {
     live.delta(type, data);
   } else if (type === "inflight") {
-    live.replace(data);
+    if (answerMayStream(state.messages, state.lastPosition)) {
+      live.replace(data);
+    }
   } else if (type === "run_started") {
     if (data.message) {
       renderMessages([data.message]);

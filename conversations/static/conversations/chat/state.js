@@ -74,6 +74,17 @@ export function acceptsLive({ kind, seq, shown, active }) {
   return number > shown;
 }
 
+/**
+ * Whether an answer may be streaming after the stored ``messages`` (position ->
+ * message). A model is asked only after a user message or a tool result, so
+ * while the newest stored message is an assistant turn, any snapshot of an
+ * answer in flight is one that turn already replaced, arriving late.
+ */
+export function answerMayStream(messages, lastPosition) {
+  const last = messages.get(lastPosition);
+  return !last || last.role !== "assistant";
+}
+
 /** What the current run has done, from the messages after ``since``. */
 export function describeProgress(messages, hasResult, since) {
   const names = [];
