@@ -125,12 +125,13 @@ function dispatch(event) {
   if (!isCurrent(following.conversationId)) {
     return undefined;
   }
-  if (type === "text.delta" || type === "reasoning.delta" || type === "tool_call.delta") {
+  const streaming = type === "text.delta" || type === "reasoning.delta" || type === "tool_call.delta";
+  if ((streaming || type === "inflight") && !answerMayStream(state.messages, state.lastPosition)) {
+    // Late: the stored turn that replaced this answer's bubble was read first.
+  } else if (streaming) {
     live.delta(type, data);
   } else if (type === "inflight") {
-    if (answerMayStream(state.messages, state.lastPosition)) {
-      live.replace(data);
-    }
+    live.replace(data);
   } else if (type === "run_started") {
     if (data.message) {
       renderMessages([data.message]);

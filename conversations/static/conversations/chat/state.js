@@ -77,8 +77,9 @@ export function acceptsLive({ kind, seq, shown, active }) {
 /**
  * Whether an answer may be streaming after the stored ``messages`` (position ->
  * message). A model is asked only after a user message or a tool result, so
- * while the newest stored message is an assistant turn, any snapshot of an
- * answer in flight is one that turn already replaced, arriving late.
+ * while the newest stored message is an assistant turn, any delta or snapshot
+ * of an answer in flight belongs to the answer that turn already replaced
+ * (the rows can be read before the last deltas of the same answer arrive).
  */
 export function answerMayStream(messages, lastPosition) {
   const last = messages.get(lastPosition);
