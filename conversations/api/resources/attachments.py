@@ -76,7 +76,7 @@ class AttachmentListView(ConversationsAPIView):
         tags=["attachments"],
     )
     def post(self, request: Request) -> Response:
-        announced = request.META.get("CONTENT_LENGTH") or ""
+        announced = request.headers.get("content-length") or ""
         if announced.isdigit():
             # Refused before Django reads (and spools) the body.
             check_size(max(0, int(announced) - _FRAMING_BYTES))
