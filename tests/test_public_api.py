@@ -231,6 +231,8 @@ EXPORTS = {
         "publish",
         "reset",
         "set_inflight",
+        "set_streamed_seq",
+        "streamed_seq",
         "subscribe",
         "transport_of",
     ],

@@ -19,8 +19,10 @@ published afterwards reaches it. Delivery is best effort and live only: an
 event published while nobody listens is gone. What a late or reconnecting
 watcher needs is kept elsewhere: the rows for persisted events, and
 :func:`inflight` for the answer still streaming (the loop keeps its text so
-far in Django's cache until just before the message is stored). :func:`publish` never
-raises: an event that cannot be sent is logged and dropped.
+far in Django's cache until just before the message is stored), and
+:func:`streamed_seq` for the last ``seq`` of the answers that ended streaming
+(a delta at or below it belongs to a turn that is stored, or about to be).
+:func:`publish` never raises: an event that cannot be sent is logged and dropped.
 
 The transport is chosen by ``CONVERSATIONS["EVENTS_URL"]``:
 
@@ -65,6 +67,8 @@ __all__ = [
     "publish",
     "reset",
     "set_inflight",
+    "set_streamed_seq",
+    "streamed_seq",
     "subscribe",
     "transport_of",
 ]
@@ -197,3 +201,26 @@ async def ainflight(run_id: UUID | str) -> dict[str, Any] | None:
 def clear_inflight(run_id: UUID | str) -> None:
     """Forget the snapshot (its message is stored, or the answer failed)."""
     cache.delete(_inflight_key(run_id))
+
+
+def _streamed_key(run_id: UUID | str) -> str:
+    return f"conversations:seq:{run_id}"
+
+
+def set_streamed_seq(run_id: UUID | str, seq: int) -> None:
+    """Record ``seq``, the last delta of run ``run_id``'s answer that just ended streaming.
+
+    Written when an answer's stream ends, before its turn is stored.
+    """
+    cache.set(_streamed_key(run_id), seq, INFLIGHT_SECONDS)
+
+
+def streamed_seq(run_id: UUID | str) -> int:
+    """The last ``seq`` of run ``run_id``'s answers that ended streaming (0: none yet).
+
+    A watcher that has read the stored rows drops every delta at or below the
+    figure it reads afterwards: such a delta was published before its turn
+    was stored, and the turn (read now or at the next read) replaces it.
+    """
+    value = cache.get(_streamed_key(run_id))
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

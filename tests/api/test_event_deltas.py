@@ -21,9 +21,10 @@ from django.utils import timezone
 
 from conversations import events
 from conversations.api.sse.views import STRIDE, RunEventStream
+from conversations.domain import ChatMessage
 from conversations.models import Run
 from conversations.providers.scripted import ScriptedProvider, scripted_text
-from conversations.services import execute_run
+from conversations.services import append_messages, execute_run
 from conversations.services.loop.runs import claim_run, start_run
 
 pytestmark = pytest.mark.django_db
@@ -112,6 +113,52 @@ def test_a_lost_delta_makes_the_stream_send_the_snapshot_again(running):
     assert parse(next(chunks)) == [{"id": None, "event": "inflight", "data": snapshot(4, "abcd")}]
     stream_delta(running.pk, 5, "e", "abcde")
     assert parse(next(chunks))[0]["data"]["seq"] == 5
+    chunks.close()
+
+
+def store_answer(run, text: str, last_seq: int) -> None:
+    """What the loop does when an answer's stream ends: its last seq, no snapshot, the turn."""
+    events.set_streamed_seq(run.pk, last_seq)
+    events.clear_inflight(run.pk)
+    append_messages(conversation=run.conversation, messages=[ChatMessage.assistant(text)], run=run)
+    events.publish(run.pk, events.CHANGED)
+
+
+def test_a_delta_arriving_after_its_stored_turn_was_sent_is_dropped(running):
+    events.set_inflight(running.pk, snapshot(0, ""))  # an answer has begun
+    stream = NotifiedOnly(running.pk)
+    chunks = stream.iter_sync(stream.poll())
+    next(chunks), next(chunks), next(chunks)  # retry, run_started, inflight
+    stream_delta(running.pk, 1, "He", "He")
+    assert parse(next(chunks))[0]["data"] == {"seq": 1, "text": "He"}
+
+    # Delta 2 was published before the turn was stored, but reaches this
+    # stream only after its read of the rows has sent that turn (a transport
+    # between processes delivering late, or a periodic read of the rows
+    # coming first): the page would draw the answer a second time.
+    store_answer(running, "Hello", last_seq=2)
+    (turn,) = parse(next(chunks))
+    assert (turn["event"], turn["data"]["message"]["content"]) == ("assistant_turn", "Hello")
+    events.publish(running.pk, "text.delta", {"seq": 2, "text": "llo"})
+    events.set_inflight(running.pk, snapshot(3, "Next"))
+    events.publish(running.pk, "text.delta", {"seq": 3, "text": "Next"})  # the next answer's
+    assert parse(next(chunks)) == [
+        {"id": None, "event": "text.delta", "data": {"seq": 3, "text": "Next"}}
+    ]
+    end(running)
+    assert [e["event"] for e in parse(b"".join(chunks))] == ["run_finished"]
+
+
+def test_a_stream_opened_after_a_stored_turn_drops_that_answers_late_deltas(running):
+    store_answer(running, "Hello", last_seq=5)
+    stream = NotifiedOnly(running.pk)
+    chunks = stream.iter_sync()
+    next(chunks)  # retry
+    assert [e["event"] for e in parse(next(chunks))] == ["run_started", "assistant_turn"]
+    events.publish(running.pk, "text.delta", {"seq": 5, "text": "lo"})
+    events.set_inflight(running.pk, snapshot(6, "And"))
+    events.publish(running.pk, "text.delta", {"seq": 6, "text": "And"})
+    assert parse(next(chunks))[0]["data"] == {"seq": 6, "text": "And"}
     chunks.close()
 
 

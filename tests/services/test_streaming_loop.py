@@ -241,6 +241,25 @@ def test_a_streamed_run_stores_exactly_what_a_whole_one_stores(user, profile, to
     assert whole_provider.requests == 2 and whole_provider.yielded == 0
 
 
+def test_each_answers_last_seq_is_recorded_before_its_turn_is_stored(user, profile, tools):
+    seen: list[tuple[int, list[int]]] = []
+
+    def at_each_request():
+        # What a watcher reading the rows now would read: the figure, then the turns.
+        stored = Message.objects.filter(run=provider.run_id, role=Message.Role.ASSISTANT)
+        seen.append((events.streamed_seq(provider.run_id), [m.position for m in stored]))
+
+    provider = ChunkedProvider(_answers(), on_request=at_each_request)
+    run = _start(user, profile, provider)
+    provider.run_id = run.pk
+    execute_run(run=run, provider=provider)
+
+    # The first answer streamed deltas 1 to 5 and is stored before the second request.
+    assert seen[0] == (0, [])
+    assert seen[1][0] == 5 and len(seen[1][1]) == 1
+    assert events.streamed_seq(run.pk) == 8
+
+
 def test_deltas_are_published_in_order_and_the_snapshot_follows_them(user, profile, tools):
     provider = ChunkedProvider(_answers())
     run = _start(user, profile, provider)

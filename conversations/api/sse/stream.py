@@ -16,7 +16,13 @@ snapshot was read is in the subscription, one published before is in the
 snapshot (the loop writes the snapshot before it publishes). And the loop
 forgets the snapshot before it commits the answer's turn: a stream that has
 sent a stored turn never reads that answer's snapshot afterwards (the rows
-are read before the snapshot), so no client shows it twice. Deltas and the
+are read before the snapshot), so no client shows it twice. Nor its deltas:
+a delta published before its turn was stored can still be waiting in the
+subscription when a read of the rows (a periodic one, say) finds the turn.
+When an answer's stream ends, before its turn is stored, the loop records
+its last ``seq`` (:func:`conversations.events.streamed_seq`); after every
+read of the rows the stream reads that figure and from then on drops the
+deltas at or below it. Deltas and the
 snapshot have no id: ``Last-Event-ID`` only ever names a persisted event, and
 a client that reconnects gets the snapshot again. Should a delta be lost on
 the way (``seq`` skips), the snapshot is read and sent again.
@@ -167,6 +173,16 @@ class RunEventStream(RowEvents):
             return batch
         return None
 
+    def _read_rows(self) -> Batch:
+        """The persisted events since the last read; then no delta of an answer already stored.
+
+        The figure is read after the rows: any turn the read found had ended
+        streaming, and recorded its last ``seq``, before it was committed.
+        """
+        batch = self.poll()
+        self._seq = max(self._seq, events.streamed_seq(self.run_id))
+        return batch
+
     # Threads ------------------------------------------------------------------------------
 
     def follow(self, first: Sequence[RunEvent] = ()) -> Iterator[Batch]:
@@ -177,7 +193,7 @@ class RunEventStream(RowEvents):
             return
         with events.subscribe(self.run_id) as subscription:
             self._begin()
-            opening = [*self.poll()]
+            opening = self._read_rows()
             if not self.finished:
                 opening.extend(self._snapshot(events.inflight(self.run_id)))
             release_connections()
@@ -189,7 +205,7 @@ class RunEventStream(RowEvents):
                 if resync:
                     batch = self._resync(events.inflight(self.run_id), live)
                 if poll:
-                    batch.extend(self.poll())
+                    batch.extend(self._read_rows())
                     release_connections()  # none held while the stream waits or writes
                 out = self._sent(batch, poll)
                 if out is not None:
@@ -254,7 +270,7 @@ class RunEventStream(RowEvents):
         # Each poll is treated like a request: CONN_MAX_AGE decides whether the
         # pool thread keeps its connection, and a broken one is dropped.
         try:
-            return self.poll()
+            return self._read_rows()
         finally:
             close_old_connections()
 

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from django.core.cache import cache
 from django.db import transaction
 
 from conversations import events
@@ -149,7 +148,7 @@ class LiveRun:
         """An agent's run: the runs above it, nearest first; each also sees its events as
         ``agent.*`` events carrying this run's id (see :meth:`agent_event`)."""
         # ``seq`` grows over the whole run, also across a resumption in another process.
-        self.seq: int = _cached_int(_seq_key(run_id))
+        self.seq: int = _streamed_seq(run_id)
         self._warned = False
 
     def consume(
@@ -236,7 +235,7 @@ class LiveRun:
         transaction.on_commit(notify, robust=True)
 
     def _remember_seq(self) -> None:
-        self._best_effort(cache.set, _seq_key(self.run_id), self.seq, events.INFLIGHT_SECONDS)
+        self._best_effort(events.set_streamed_seq, self.run_id, self.seq)
 
     def _best_effort(self, action: Any, *args: Any) -> None:
         """Watching is best effort: a broken transport must not fail the run."""
@@ -248,14 +247,9 @@ class LiveRun:
                 logger.warning("run %s: live events are failing", self.run_id, exc_info=True)
 
 
-def _seq_key(run_id: UUID) -> str:
-    return f"conversations:seq:{run_id}"
-
-
-def _cached_int(key: str) -> int:
+def _streamed_seq(run_id: UUID) -> int:
     try:
-        value = cache.get(key)
+        return events.streamed_seq(run_id)
     except Exception:
         logger.warning("the cache cannot be read; live events restart at seq 1", exc_info=True)
         return 0
-    return value if isinstance(value, int) else 0
