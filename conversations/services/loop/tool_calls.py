@@ -214,7 +214,12 @@ def execute_call(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
 
 
 async def execute_call_async(*, run: Run, row: ToolCallRow, tool: Tool) -> CallOutcome:
-    """:func:`execute_call` on an event loop: the tool is awaited; the same answers."""
+    """:func:`execute_call` on an event loop: the tool is awaited; the same answers.
+
+    Only agent tools raise :class:`CallPending`, and they are synchronous
+    (their child run goes through :func:`execute_call`), so here it would be
+    an ordinary failure of the tool.
+    """
     started = timezone.now()
     try:
         result = await execute_result_async(
