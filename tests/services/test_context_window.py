@@ -4,18 +4,34 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import httpx
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from conversations.domain import ChatMessage, Role, ToolCall, Usage
 from conversations.domain.context import FAMILY_TOKEN_FACTORS, estimate_message_tokens
-from conversations.models import ContextSummary, LanguageModel, Message, ModelCall, Profile, Run
+from conversations.exceptions import ProviderConnectionError, ProviderError
+from conversations.models import (
+    Budget,
+    BudgetCounter,
+    ContextSummary,
+    LanguageModel,
+    Message,
+    ModelCall,
+    Profile,
+    Provider,
+    Run,
+)
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.selectors import history_and_tail
 from conversations.services import append_messages, run_tool_loop
+from conversations.services.loop import summaries
 from conversations.services.loop.context import context_window_for, read_bound
+from conversations.services.usage.budgets import period_bounds
 from conversations.tools import registry, tool
+from tests.providers.mock_http import Recorder
 
 pytestmark = pytest.mark.django_db
 
@@ -321,3 +337,145 @@ def test_a_newest_turn_that_leaves_no_room_for_a_summary_is_sent_without_one(
     (request,) = provider.requests
     assert request.messages[0].content == windowed.system_prompt
     assert request.messages[-1].content == "y" * 5200 and len(request.messages) == 2
+
+
+# The summary call is checked against the budgets and recorded like the loop's other calls.
+
+
+def used_up(**scope) -> Budget:
+    """A blocking total budget whose counter has reached its 100-token limit."""
+    budget = Budget.objects.create(name="used up", period="total", token_limit=100, **scope)
+    start, _end = period_bounds(period="total", at=timezone.now())
+    BudgetCounter.objects.create(budget=budget, period_start=start, tokens=100, calls=1)
+    return budget
+
+
+@pytest.mark.parametrize("strategy", ["truncate", "summarize"])
+def test_a_used_up_budget_refuses_the_summary_call_as_it_refuses_any_call(
+    demo_conversation, windowed, user, strategy
+):
+    windowed.context_strategy = strategy  # summarize: the profile writes its own summaries
+    windowed.save()
+    fill(demo_conversation, turns=6)
+    before = stored(demo_conversation)
+    used_up(scope="user", user=user)
+    provider = ScriptedProvider([scripted_text("Summary."), scripted_text("Answer.")])
+    run = run_tool_loop(conversation=demo_conversation, content="One?", provider=provider)
+    assert (run.status, run.error_code) == (Run.Status.BUDGET_EXHAUSTED, "budget_exceeded")
+    assert '"used up"' in run.error_message
+    assert provider.requests == []  # neither the summary nor the answer was asked for
+    assert not ContextSummary.objects.exists() and not ModelCall.objects.exists()
+    after = stored(demo_conversation)
+    assert after[: len(before)] == before
+    assert [row[1:3] for row in after[len(before) :]] == [("user", "One?")]
+    counter = BudgetCounter.objects.get()
+    assert (counter.tokens, counter.calls) == (100, 1)  # nothing reserved by a refused call
+
+
+def test_a_used_up_budget_of_the_summary_profile_ends_the_run_before_its_call(
+    demo_conversation, windowed, summarizing
+):
+    fill(demo_conversation, turns=6)
+    used_up(scope="profile", profile=summarizing)
+    provider = ScriptedProvider([scripted_text("Answer.")])
+    run = run_tool_loop(conversation=demo_conversation, content="One?", provider=provider)
+    assert (run.status, run.error_code) == (Run.Status.BUDGET_EXHAUSTED, "budget_exceeded")
+    assert provider.requests == []
+    assert not ContextSummary.objects.exists() and not ModelCall.objects.exists()
+
+
+def test_the_summary_call_is_charged_to_the_budgets_covering_its_profile_and_owner(
+    demo_conversation, windowed, summarizing, user
+):
+    scopes = {
+        "owner": {"scope": "user", "user": user},
+        "summaries": {"scope": "profile", "profile": summarizing},
+        "demo": {"scope": "profile", "profile": windowed},
+    }
+    for name, scope in scopes.items():
+        Budget.objects.create(name=name, period="month", token_limit=10**6, **scope)
+    fill(demo_conversation, turns=6)
+    provider = ScriptedProvider([scripted_text("First.", usage=Usage(700, 5))])
+    run = run_tool_loop(conversation=demo_conversation, content="One?", provider=provider)
+    assert run.status == Run.Status.COMPLETED, run.error_message
+    made = ContextSummary.objects.get().model_call
+    answer = ModelCall.objects.get(profile=windowed)
+    assert made.cost is not None and made.cost > 0 and answer.cost is None  # demo: unpriced
+    spent = made.prompt_tokens + made.completion_tokens
+    counters = {
+        counter.budget.name: (counter.tokens, counter.cost, counter.calls)
+        for counter in BudgetCounter.objects.select_related("budget")
+    }
+    # What each call used, its reservation settled: the summary counts where it was checked.
+    assert counters == {
+        "owner": (spent + 705, made.cost, 2),
+        "summaries": (spent, made.cost, 1),
+        "demo": (705, 0, 1),
+    }
+    assert run.cost == made.cost
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (ProviderConnectionError("no route"), "provider_unavailable"),
+        (RuntimeError(), "internal_error"),
+    ],
+)
+def test_a_failing_summary_call_is_recorded_as_failed_and_ends_the_run(
+    demo_conversation, windowed, user, error, code
+):
+    windowed.context_strategy = "summarize"
+    windowed.save()
+    Budget.objects.create(name="owner", scope="user", user=user, period="day", token_limit=10**6)
+    fill(demo_conversation, turns=6)
+    provider = ScriptedProvider([error])
+    if isinstance(error, ProviderError):
+        run = run_tool_loop(conversation=demo_conversation, content="One?", provider=provider)
+    else:  # as for the loop's own calls: the run is failed, the error not swallowed
+        with pytest.raises(RuntimeError):
+            run_tool_loop(conversation=demo_conversation, content="One?", provider=provider)
+        run = Run.objects.get()
+    assert (run.status, run.error_code) == (Run.Status.FAILED, code)
+    (request,) = provider.requests
+    assert request.messages[0].content == summaries.SUMMARY_INSTRUCTION
+    (call,) = ModelCall.objects.all()
+    assert (call.run, call.profile, call.status, call.error_code) == (run, windowed, "error", code)
+    assert not ContextSummary.objects.exists()
+    counter = BudgetCounter.objects.get()
+    assert (counter.tokens, counter.calls) == (0, 1)  # its reservation given back
+
+
+def test_a_summary_profile_refused_over_http_is_recorded_under_that_profile(
+    demo_conversation, windowed, summarizing, monkeypatch
+):
+    monkeypatch.setenv("SUMMARY_TEST_KEY", "sk-summary")
+    summarizing.language_model.provider = Provider.objects.create(
+        slug="oai",
+        name="OAI",
+        adapter=Provider.Adapter.OPENAI,
+        api_key_ref="env:SUMMARY_TEST_KEY",
+        max_retries=0,
+    )
+    summarizing.language_model.save()
+    recorder = Recorder(httpx.Response(400, json={"error": {"message": "no"}}), strict=True)
+    built = summaries.build_provider
+    # The summary profile's adapter is built inside the loop: it gets the recorder's client.
+    monkeypatch.setattr(
+        summaries, "build_provider", lambda profile: built(profile, http_client=recorder.client)
+    )
+    Budget.objects.create(
+        name="summaries", scope="profile", profile=summarizing, period="day", token_limit=10**6
+    )
+    fill(demo_conversation, turns=6)
+    provider = ScriptedProvider([scripted_text("Answer.")])
+    run = run_tool_loop(conversation=demo_conversation, content="One?", provider=provider)
+    assert (run.status, run.error_code) == (Run.Status.FAILED, "provider_http_error")
+    assert len(recorder.requests) == 1 and provider.requests == []
+    (call,) = ModelCall.objects.all()
+    assert (call.profile, call.model, call.status) == (summarizing, "summary-model", "error")
+    assert call.error_code == "provider_http_error"
+    assert call.input_price_per_million == Decimal("1")  # the summary model's prices
+    assert not ContextSummary.objects.exists()
+    counter = BudgetCounter.objects.get()
+    assert (counter.tokens, counter.calls) == (0, 1)

@@ -8,6 +8,15 @@ what the cut newly passed), records the call in the ledger under that
 profile's model and prices, and stores a :class:`ContextSummary` with the
 positions it covers. The summary is sent in the system prompt and reused
 by every later call whose cut has not moved (see ``context``).
+
+The summary call is a model call like the loop's others (``asking``): the
+budgets covering the conversation's owner and the summarising profile are
+checked before it, reserving its estimate at that profile's prices (a used-up
+one raises :class:`~conversations.exceptions.BudgetExceeded`: nothing is
+sent or stored, and the run ends ``budget_exhausted``), and charged with
+what it used when it is recorded. A request that fails is recorded in the
+ledger as failed (giving its reservation back) and raised: the run ends as a
+failed request of the loop ends it.
 """
 
 from __future__ import annotations
@@ -15,17 +24,23 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from conversations.domain import ChatMessage, Role
+from conversations.domain import ChatMessage, CompletionResponse, Role
+from conversations.domain.estimates import estimate_call
 from conversations.domain.timing import milliseconds
-from conversations.models import ContextSummary, Message, Profile
+from conversations.exceptions import ConversationsError
+from conversations.models import ContextSummary, Message, Profile, Run
+from conversations.providers.base import ChatProvider
+from conversations.providers.options import CompletionOptions
 
 from ..configuration.providers import build_provider, close_provider, completion_options
-from ..usage.ledger import call_cost, current_prices, record_model_call
+from ..usage.budgets import BudgetCheck, check_budgets
+from ..usage.ledger import Prices, call_cost, current_prices, record_failed_call, record_model_call
 from .context import ContextWindow, Sent, stored_part, view_for
 from .rounds import Round, TurnState
 
@@ -77,6 +92,58 @@ def _transcript(
     return text[-MAX_INPUT_CHARACTERS:]
 
 
+def _reserve(
+    run: Run,
+    summarizer: Profile,
+    sent: Sequence[ChatMessage],
+    options: CompletionOptions,
+    prices: Prices,
+    *,
+    skip: bool,
+) -> BudgetCheck:
+    """The budget check before the summary call, reserving its estimate at ``prices``.
+
+    Raises :class:`~conversations.exceptions.BudgetExceeded` (nothing
+    reserved) when a blocking budget covering the owner or ``summarizer`` is
+    used up. ``skip``: the run has just read that no budget covers it (and the
+    summary is its own profile's).
+    """
+    if skip:
+        return BudgetCheck(timezone.now())
+    tokens = estimate_call(sent=sent, max_output_tokens=options.max_tokens)
+    cost = call_cost(usage=tokens, prices=prices)
+    return check_budgets(
+        user_id=run.conversation.owner_id,
+        profile_id=summarizer.pk,
+        reserve=(tokens.prompt_tokens + tokens.completion_tokens, cost or Decimal(0)),
+    )
+
+
+def _ask(
+    run: Run,
+    provider: ChatProvider,
+    messages: Sequence[ChatMessage],
+    options: CompletionOptions,
+    budgets: BudgetCheck,
+    summarizer: Profile,
+) -> tuple[CompletionResponse, int]:
+    """The summary call and its latency; a failed one is recorded in the ledger and raised."""
+    started = time.monotonic()
+    try:
+        response = provider.complete(messages, tools=[], options=options)
+    except Exception as exc:
+        record_failed_call(
+            run=run,
+            started_at=budgets.started_at,
+            latency_ms=milliseconds(time.monotonic() - started),
+            error_code=exc.code if isinstance(exc, ConversationsError) else "internal_error",
+            budgets=budgets,
+            for_profile=summarizer,
+        )
+        raise
+    return response, milliseconds(time.monotonic() - started)
+
+
 def write_summary(
     *,
     round_: Round,
@@ -84,9 +151,16 @@ def write_summary(
     stored: Sequence[ChatMessage],
     first: int,
     through: int,
+    budgets_apply: bool | None = None,
 ) -> ContextSummary:
     """Summarise the stored messages up to ``through`` (``stored`` starts at position ``first``),
-    record the call and store the summary; it becomes ``context.summary``."""
+    record the call and store the summary; it becomes ``context.summary``.
+
+    The budgets are checked first (raising ``BudgetExceeded`` before anything
+    is sent), unless ``budgets_apply`` is ``False`` (the run has just read
+    that none covers it) and the summary is the run's profile's own. A failed
+    request is recorded as failed and raised; no summary is stored.
+    """
     run = round_.run
     profile = run.profile
     assert profile is not None  # a summarize strategy is a profile's
@@ -103,22 +177,24 @@ def write_summary(
         completion_options(summarizer, tools_offered=False), max_tokens=context.summary_tokens
     )
     own = summarizer.pk == profile.pk
+    prices = current_prices(language_model_id=summarizer.language_model_id)
     provider = round_.provider if own else build_provider(summarizer)
-    started_at, started = timezone.now(), time.monotonic()
     try:
-        response = provider.complete(messages, tools=[], options=options)
+        skip = own and budgets_apply is False
+        budgets = _reserve(run, summarizer, messages, options, prices, skip=skip)
+        response, latency_ms = _ask(run, provider, messages, options, budgets, summarizer)
     finally:
         if not own:
             close_provider(provider)
-    prices = current_prices(language_model_id=summarizer.language_model_id)
     with transaction.atomic():
         call = record_model_call(
             run=run,
-            started_at=started_at,
-            latency_ms=milliseconds(time.monotonic() - started),
+            started_at=budgets.started_at,
+            latency_ms=latency_ms,
             usage=response.usage,
             model=response.model,
             priced=(prices, call_cost(usage=response.usage, prices=prices)),
+            budgets=budgets,
             for_profile=summarizer,
         )
         summary = ContextSummary.objects.create(
@@ -162,6 +238,11 @@ def view_with_summary(round_: Round, state: TurnState, *, shrink: float = 1.0) -
     stored, first = stored_part(state.history, state.tail, profile)
     assert sent.summarize_through is not None
     write_summary(
-        round_=round_, context=context, stored=stored, first=first, through=sent.summarize_through
+        round_=round_,
+        context=context,
+        stored=stored,
+        first=first,
+        through=sent.summarize_through,
+        budgets_apply=state.budgets_apply,
     )
     return view()

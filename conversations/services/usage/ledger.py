@@ -117,17 +117,24 @@ def record_model_call(
     the first stored position the request sent (its view of the history);
     ``context_summary_id`` the summary it sent in place of older turns.
     ``for_profile``: the call was made with another profile than the run's
-    (a summary's): the row names that profile and its model.
+    (a summary's): the row names that profile and its model, it is priced at
+    that model's prices (when ``priced`` is not given) and, without
+    ``budgets``, charged to the budgets covering that profile.
     """
     profile = for_profile if for_profile is not None else run.profile
-    prices, cost = priced if priced is not None else price_call(run=run, usage=usage)
+    if priced is None:
+        own_prices = None
+        if for_profile is not None:
+            own_prices = current_prices(language_model_id=for_profile.language_model_id)
+        priced = price_call(run=run, usage=usage, prices=own_prices)
+    prices, cost = priced
     user_id = run.conversation.owner_id
     with transaction.atomic(savepoint=False):
         # Counters first: their row locks order this row's ``recorded_at`` after
         # every check that could not see it, and before every check that can.
         charge_budgets(
             user_id=user_id,
-            profile_id=run.profile_id,
+            profile_id=for_profile.pk if for_profile is not None else run.profile_id,
             tokens=usage.prompt_tokens + usage.completion_tokens,
             cost=cost,
             run=run,
@@ -234,6 +241,7 @@ def record_failed_call(
     usage: Usage | None = None,
     budgets: BudgetCheck | None = None,
     first_position: int | None = None,
+    for_profile: Profile | None = None,
 ) -> ModelCall:
     """The ledger row of a request that got no usable answer.
 
@@ -241,7 +249,9 @@ def record_failed_call(
     :func:`~conversations.domain.estimates.estimate_usage`); else no tokens
     are known. It is charged to the run and its budgets like any usage.
     ``budgets``: the check the request passed; what it reserved is settled
-    against ``usage`` (released in full when there is none).
+    against ``usage`` (released in full when there is none). ``for_profile``:
+    the request was made with another profile than the run's (a summary's),
+    as :func:`record_model_call` takes it.
     """
     return record_model_call(
         run=run,
@@ -252,4 +262,5 @@ def record_failed_call(
         error_code=error_code or "error",
         budgets=budgets,
         first_position=first_position,
+        for_profile=for_profile,
     )
