@@ -1,5 +1,11 @@
 """The parts of a message in the API: its tool calls, the tools the provider ran itself for it,
-and the sources it cites."""
+and the sources it cites; and the shape of a message an import takes.
+
+The import's shapes (``Imported*``, ``ImportMessage``) document the body of
+``POST /conversations/import/`` only: the domain validates it
+(``ChatMessage.from_dict``, ``services.history.imported_activity``), so its
+errors are the domain's codes with pointers into the body.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,20 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.domain import timing
-from conversations.models import ProviderToolKind, ToolCallStatus
+from conversations.domain.provider_tools import SUMMARY_LIMIT
+from conversations.domain.storable import MAX_NAME_LENGTH
+from conversations.models import Message, ProviderToolKind, ToolCallStatus
 
 from .fields import NamedChoiceField
 
-__all__ = ["CitationSerializer", "ProviderToolCallSerializer", "ToolCallSerializer"]
+__all__ = [
+    "CitationSerializer",
+    "ImportMessageSerializer",
+    "ImportedCitationSerializer",
+    "ImportedProviderToolCallSerializer",
+    "ProviderToolCallSerializer",
+    "ToolCallSerializer",
+]
 
 
 class ProviderToolCallSerializer(serializers.Serializer[Any]):
@@ -71,3 +86,79 @@ class ToolCallSerializer(serializers.Serializer[Any]):
         # Annotated by the selectors that load calls for the API.
         found = getattr(obj, "agent_conversation_id", None)
         return None if found is None else str(found)
+
+
+# The import's shapes (documentation: see the module's docstring) ------------------------------
+
+
+class ImportedProviderToolCallSerializer(serializers.Serializer[Any]):
+    """A tool the provider ran itself, on an imported assistant message (as the export writes it).
+
+    Other keys are refused (`unknown_field`)."""
+
+    kind = serializers.ChoiceField(choices=ProviderToolKind.choices)
+    provider = serializers.CharField(max_length=32, help_text="The adapter that made the turn.")
+    id = serializers.CharField(
+        max_length=MAX_NAME_LENGTH, required=False, allow_blank=True, default=""
+    )
+    status = serializers.CharField(max_length=32)
+    query = serializers.CharField(required=False, allow_blank=True, default="")
+    code = serializers.CharField(required=False, allow_blank=True, default="")
+    result_summary = serializers.CharField(
+        max_length=SUMMARY_LIMIT, required=False, allow_blank=True, default=""
+    )
+
+
+class ImportedCitationSerializer(serializers.Serializer[Any]):
+    """A source an imported assistant message cites (as the export writes it).
+
+    `0 <= start <= end <= len(content)`; other keys are refused (`unknown_field`)."""
+
+    start = serializers.IntegerField(min_value=0, help_text="Offset in `content` (characters).")
+    end = serializers.IntegerField(min_value=0, help_text="Offset just past the passage.")
+    url = serializers.CharField()
+    title = serializers.CharField(required=False, allow_blank=True, default="")
+    source_id = serializers.CharField(
+        max_length=MAX_NAME_LENGTH, required=False, allow_blank=True, default=""
+    )
+
+
+class ImportMessageSerializer(serializers.Serializer[Any]):
+    """One imported message: the Chat Completions shape, plus what the export adds."""
+
+    role = serializers.ChoiceField(choices=Message.Role.choices)
+    content = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="Text, or an array of content parts; null on an assistant turn with calls.",
+    )
+    tool_calls = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="On an assistant message: `{id, type, function: {name, arguments}}`, "
+        "arguments as JSON text or an object.",
+    )
+    tool_call_id = serializers.CharField(
+        required=False, help_text="On a tool message: the call it answers."
+    )
+    is_error = serializers.BooleanField(
+        required=False, help_text="On a tool message: the result reports a failure."
+    )
+    attachments = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        allow_null=True,
+        help_text="On a user or tool message: `{id, sha256}` references to your attachments.",
+    )
+    provider_tool_calls = ImportedProviderToolCallSerializer(
+        many=True,
+        required=False,
+        allow_null=True,
+        help_text="On an assistant message: the tools the provider ran itself (at most 100).",
+    )
+    citations = ImportedCitationSerializer(
+        many=True,
+        required=False,
+        allow_null=True,
+        help_text="On an assistant message: the sources it cites, by span (at most 500).",
+    )

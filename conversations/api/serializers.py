@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
@@ -29,7 +28,12 @@ from .attachment_serializers import AttachmentReferencesField
 from .context_view import ContextViewField
 from .errors import APIError, error_item
 from .fields import JSONObjectField, NamedChoiceField, ProfileSlugField, check_storable
-from .message_parts import CitationSerializer, ProviderToolCallSerializer, ToolCallSerializer
+from .message_parts import (
+    CitationSerializer,
+    ImportMessageSerializer,
+    ProviderToolCallSerializer,
+    ToolCallSerializer,
+)
 
 __all__ = [
     "ConversationInputSerializer",
@@ -438,7 +442,7 @@ class ConversationInputSerializer(serializers.Serializer[Any]):
         return value
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
+@extend_schema_field(ImportMessageSerializer)
 class _WireMessageField(serializers.JSONField):
     """One message in the OpenAI wire shape; validated by the domain, not here."""
 
@@ -453,7 +457,9 @@ class ImportInputSerializer(ConversationInputSerializer):
         max_length=MAX_IMPORT_MESSAGES,
         help_text="Chat Completions messages: role, content, tool_calls (arguments as "
         "JSON text or object), tool_call_id, and on a tool message an optional boolean "
-        "is_error (the result reports a failure). Every tool call must be answered.",
+        "is_error (the result reports a failure). Every tool call must be answered. As the "
+        "export writes them: attachments (user and tool messages), provider_tool_calls and "
+        "citations (assistant messages).",
     )
 
     def validate_messages(self, value: list[Any]) -> list[Any]:

@@ -2,13 +2,17 @@
 
 Each line holds what ``POST /conversations/import/`` accepts (``title``,
 ``profile``, ``metadata``, ``messages`` in the OpenAI wire shape, ``is_error``
-on failed tool results) plus what it ignores but a person is owed: ids,
-times, where a branch forked, each call's status and the runs with their
-usage. A message's files are references (``attachments``: id, sha256, name,
-media type, size), never their bytes. Five queries read the conversations,
-messages, calls, attachment links and runs as streams (rows fetched a chunk at a time; a server-side cursor on PostgreSQL)
-in the same order, walked side by side: the export holds one conversation
-at a time, so its memory does not grow with the number of conversations.
+on failed tool results; on an assistant turn the tools the provider ran
+itself, ``provider_tool_calls``, and the sources it cited, ``citations``, in
+the shape the API shows them on a message) plus what the import ignores but
+a person is owed: ids, times, where a branch forked, each call's status and
+the runs with their usage. A message's files are references
+(``attachments``: id, sha256, name, media type, size), never their bytes.
+Seven queries read the conversations, messages, calls, attachment links,
+provider tool calls, citations and runs as streams (rows fetched a chunk at
+a time; a server-side cursor on PostgreSQL) in the same order, walked side
+by side: the export holds one conversation at a time, so its memory does not
+grow with the number of conversations.
 """
 
 from __future__ import annotations
@@ -16,22 +20,37 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from django.db.models import F, QuerySet
 
 from conversations.domain import USAGE_FIELDS
-from conversations.models import Conversation, Message, MessageAttachment, Run, ToolCall
+from conversations.models import (
+    Citation,
+    Conversation,
+    Message,
+    MessageAttachment,
+    ProviderToolCall,
+    Run,
+    ToolCall,
+)
 
 from .history import message_to_domain
 
-__all__ = ["conversation_lines"]
+__all__ = [
+    "CITATION_KEYS",
+    "PROVIDER_TOOL_CALL_KEYS",
+    "citation_item",
+    "conversation_lines",
+    "provider_tool_call_item",
+]
 
 EXPORT_CHUNK_SIZE = 200
-"""Rows fetched at a time from each of the export's four queries."""
+"""Rows fetched at a time from each of the export's streamed queries."""
 
-_Row = TypeVar("_Row", Message, ToolCall, MessageAttachment, Run)
+_Row = TypeVar("_Row", Message, ToolCall, MessageAttachment, ProviderToolCall, Citation, Run)
 
 
 def _time(value: datetime | None) -> str | None:
@@ -41,10 +60,11 @@ def _time(value: datetime | None) -> str | None:
 def conversation_lines(*, user: Any, chunk_size: int = EXPORT_CHUNK_SIZE) -> Iterator[str]:
     """Every conversation of ``user`` as one JSON line (``\\n``-terminated), oldest first.
 
-    Five queries in all, whatever the number of conversations: the
-    conversations, their messages, calls, attachment links and runs, each read as a stream in
-    the conversations' order (``chunk_size`` rows at a time) and walked side
-    by side, so only one conversation's rows are held at once.
+    Seven queries in all, whatever the number of conversations or rows: the
+    conversations, their messages, calls, attachment links, provider tool
+    calls, citations and runs, each read as a stream in the conversations'
+    order (``chunk_size`` rows at a time) and walked side by side, so only
+    one conversation's rows are held at once.
     """
     order = ("conversation__created_at", "conversation_id")
     conversations = (
@@ -81,6 +101,8 @@ def conversation_lines(*, user: Any, chunk_size: int = EXPORT_CHUNK_SIZE) -> Ite
         ),
         chunk_size,
     )
+    ran = _Stream(_by_message(ProviderToolCall.objects.all(), user), chunk_size)
+    cited = _Stream(_by_message(Citation.objects.all(), user), chunk_size)
     runs = _Stream(
         Run.objects.filter(conversation__owner=user)
         .annotate(conversation_created_at=F("conversation__created_at"))
@@ -95,8 +117,43 @@ def conversation_lines(*, user: Any, chunk_size: int = EXPORT_CHUNK_SIZE) -> Ite
         files: dict[int, list[MessageAttachment]] = defaultdict(list)
         for link in links.take(key):
             files[link.message_id].append(link)
-        line = _conversation(conversation, messages.take(key), by_message, files, runs.take(key))
+        activity = _Activity(_grouped(ran.take(key)), _grouped(cited.take(key)))
+        line = _conversation(
+            conversation, messages.take(key), by_message, files, activity, runs.take(key)
+        )
         yield json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+_Part = TypeVar("_Part", ProviderToolCall, Citation)
+
+
+def _by_message(rows: QuerySet[_Part], user: Any) -> QuerySet[_Part]:
+    """``rows`` of ``user``'s messages, in the export's order (a message's own by index)."""
+    return (
+        rows.filter(message__conversation__owner=user)
+        .annotate(
+            conversation_created_at=F("message__conversation__created_at"),
+            conversation_id=F("message__conversation_id"),
+        )
+        .order_by(
+            "message__conversation__created_at", "message__conversation_id", "message_id", "index"
+        )
+    )
+
+
+def _grouped(rows: list[_Part]) -> dict[int, list[_Part]]:
+    found: dict[int, list[_Part]] = defaultdict(list)
+    for row in rows:
+        found[row.message_id].append(row)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Activity:
+    """A conversation's provider tool calls and citations, by message pk."""
+
+    calls: dict[int, list[ProviderToolCall]]
+    citations: dict[int, list[Citation]]
 
 
 class _Stream(Generic[_Row]):
@@ -136,6 +193,7 @@ def _conversation(
     rows: list[Message],
     calls: dict[int, list[ToolCall]],
     files: dict[int, list[MessageAttachment]],
+    activity: _Activity,
     runs: list[Run],
 ) -> dict[str, Any]:
     answered = {m.tool_call_id for m in rows if m.tool_call_id is not None}
@@ -153,6 +211,12 @@ def _conversation(
             item["is_error"] = True
         if message.pk in files:
             item["attachments"] = [_reference(link) for link in files[message.pk]]
+        if message.pk in activity.calls:
+            item["provider_tool_calls"] = [
+                provider_tool_call_item(row) for row in activity.calls[message.pk]
+            ]
+        if message.pk in activity.citations:
+            item["citations"] = [citation_item(row) for row in activity.citations[message.pk]]
         wire.append(item)
     profile = conversation.profile
     return {
@@ -204,3 +268,33 @@ def _reference(link: MessageAttachment) -> dict[str, Any]:
         "media_type": attachment.media_type,
         "size": attachment.size,
     }
+
+
+PROVIDER_TOOL_CALL_KEYS: Final = {
+    "kind": "kind",
+    "provider": "provider",
+    "id": "provider_call_id",
+    "status": "status",
+    "query": "query",
+    "code": "code",
+    "result_summary": "result_summary",
+}
+"""A provider tool call's keys as the API shows it on a message, each with its column."""
+CITATION_KEYS: Final = {
+    "start": "start_offset",
+    "end": "end_offset",
+    "url": "url",
+    "title": "title",
+    "source_id": "source_id",
+}
+"""A citation's keys as the API shows it on a message, each with its column."""
+
+
+def provider_tool_call_item(row: ProviderToolCall) -> dict[str, Any]:
+    """A provider tool call as the API shows it on a message (never its raw items)."""
+    return {key: getattr(row, column) for key, column in PROVIDER_TOOL_CALL_KEYS.items()}
+
+
+def citation_item(row: Citation) -> dict[str, Any]:
+    """A citation as the API shows it on a message: its span of the text and its source."""
+    return {key: getattr(row, column) for key, column in CITATION_KEYS.items()}

@@ -100,14 +100,14 @@ def test_the_export_needs_a_login(anonymous):
     assert anonymous.get(EXPORT).status_code in (401, 403)
 
 
-def test_the_export_runs_five_queries_whatever_the_number_of_conversations(
+def test_the_export_runs_seven_queries_whatever_the_number_of_conversations(
     user, profile, django_assert_num_queries
 ):
     for index in range(5):
         scripted_turn(Conversation.objects.create(owner=user, title=f"c{index}", profile=profile))
-    # Conversations, messages, calls, attachment links and runs: each one stream, read two
-    # rows at a time.
-    with django_assert_num_queries(5):
+    # Conversations, messages, calls, attachment links, provider tool calls, citations and
+    # runs: each one stream, read two rows at a time.
+    with django_assert_num_queries(7):
         lines = list(conversation_lines(user=user, chunk_size=2))
     assert [json.loads(line)["title"] for line in lines] == [f"c{i}" for i in range(5)]
 

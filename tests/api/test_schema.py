@@ -363,3 +363,23 @@ def test_structured_output_is_documented_in_requests_runs_and_lists(schema):
     assert "output_schema" in {p["name"] for p in runs["parameters"]}
     outputs = schema["paths"]["/api/outputs/"]["get"]
     assert {"schema", "from", "to"} <= {p["name"] for p in outputs["parameters"]}
+
+
+def test_the_import_body_and_the_export_document_provider_tool_calls_and_citations(schema):
+    components = schema["components"]["schemas"]
+    messages = components["ImportInput"]["properties"]["messages"]
+    assert messages["items"] == {"$ref": "#/components/schemas/ImportMessage"}
+    message = components["ImportMessage"]["properties"]
+    assert message["provider_tool_calls"]["items"] == {
+        "$ref": "#/components/schemas/ImportedProviderToolCall"
+    }
+    assert message["citations"]["items"] == {"$ref": "#/components/schemas/ImportedCitation"}
+    # The fields the message list shows, the required ones what the import needs.
+    for imported, shown, required in (
+        ("ImportedProviderToolCall", "ProviderToolCall", {"kind", "provider", "status"}),
+        ("ImportedCitation", "Citation", {"start", "end", "url"}),
+    ):
+        assert set(components[imported]["properties"]) == set(components[shown]["properties"])
+        assert set(components[imported]["required"]) == required
+    export = schema["paths"]["/api/export/"]["get"]["description"]
+    assert "`provider_tool_calls`" in export and "`citations`" in export

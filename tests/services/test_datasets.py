@@ -8,11 +8,13 @@ import json
 import pytest
 from django.core.management import call_command
 
+from conversations.domain import CompletionResponse, ProviderToolActivity, SourceCitation
 from conversations.models import Conversation, Evaluation, Message
 from conversations.providers.scripted import ScriptedProvider, scripted_calls, scripted_text
 from conversations.services import erase_user, redact_conversation, run_tool_loop
 from conversations.services.feedback import DatasetQuery, dataset_lines, set_feedback
 from conversations.services.history import branch_for_regenerate
+from conversations.services.transcript.provider_activity import record_provider_activity
 
 from ..finetuning_format import FormatError, check_chat_line, check_preference_line
 
@@ -275,3 +277,37 @@ def test_the_command_writes_the_file_with_a_progress_bar(conversations, tmp_path
 def test_the_validator_refuses_lines_the_format_does_not_allow(line):
     with pytest.raises(FormatError):
         check_chat_line(line)
+
+
+def test_the_own_format_carries_what_the_provider_did_and_the_fine_tuning_format_does_not(
+    conversations,
+):
+    answer = final(conversations["up"])
+    response = CompletionResponse(
+        content=answer.content,
+        model="m",
+        provider="openai",
+        provider_tool_calls=(ProviderToolActivity("web_search", "ws_1", "completed", "paris"),),
+        citations=(SourceCitation(start=0, end=5, url="https://example.com", title="Ex"),),
+    )
+    record_provider_activity(message=answer, response=response)
+    (line,) = lines("jsonl", rated="up")
+    *earlier, last = line["messages"]
+    assert last["provider_tool_calls"] == [
+        {
+            "kind": "web_search",
+            "provider": "openai",
+            "id": "ws_1",
+            "status": "completed",
+            "query": "paris",
+            "code": "",
+            "result_summary": "",
+        }
+    ]
+    assert last["citations"] == [
+        {"start": 0, "end": 5, "url": "https://example.com", "title": "Ex", "source_id": ""}
+    ]
+    assert not any("citations" in m or "provider_tool_calls" in m for m in earlier)
+    (chat,) = lines("openai-chat", rated="up")
+    assert not any("citations" in m or "provider_tool_calls" in m for m in chat["messages"])
+    check_chat_line(chat)

@@ -26,9 +26,11 @@ class ExportAllView(ConversationsAPIView):
         description=(
             "One conversation per line, oldest first, streamed: `title`, `profile`, "
             "`metadata` and `messages` in the import format (each line can be posted to "
-            "`/conversations/import/` as it is), plus ids, times, where a branch forked, "
-            "each call's status and the runs with their usage. A turn still running is "
-            "left out of its line (`complete` is false)."
+            "`/conversations/import/` as it is: each message an `ImportMessage`, an "
+            "assistant turn with the `provider_tool_calls` and `citations` the message list "
+            "shows), plus ids, times, where a branch forked, each call's status and the runs "
+            "with their usage. A turn still running is left out of its line (`complete` is "
+            "false)."
         ),
         responses={
             (200, "application/jsonl"): OpenApiResponse(

@@ -12,7 +12,9 @@ Three formats, one JSON object per line:
   answers to the same prefix (a regenerated answer and the one it
   replaced), one rated up, the other down.
 - ``jsonl``: the app's own shape: the conversation's id, profile, messages
-  (as ``ChatMessage.to_dict`` gives them) and every feedback on it.
+  (as ``ChatMessage.to_dict`` gives them; an assistant turn with the
+  ``provider_tool_calls`` and ``citations`` the API shows on it) and every
+  feedback on it.
 
 Redacted conversations (``redacted_at``, or a message that holds the
 redaction marker) never appear; nor do evaluation conversations unless
@@ -36,6 +38,7 @@ from conversations.conf import app_settings
 from conversations.exceptions import InvalidArgumentError
 from conversations.models import Conversation, Feedback, Message, Profile
 from conversations.selectors import history_for_provider
+from conversations.selectors.export import citation_item, provider_tool_call_item
 from conversations.tools import registry
 
 __all__ = [
@@ -215,8 +218,28 @@ def _chat_line(conversation: Conversation) -> dict[str, Any] | None:
     return line
 
 
-def _own_line(conversation: Conversation) -> dict[str, Any]:
+def _own_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """The history as ``to_dict`` gives it, an assistant turn with what the provider did for it."""
     history = history_for_provider(conversation=conversation, profile=None)
+    rows = (
+        Message.objects.filter(conversation=conversation)
+        .order_by("position")
+        .only("pk")
+        .prefetch_related("provider_tool_calls", "citations")
+    )
+    messages = []
+    for message, row in zip(history, rows, strict=True):
+        data = message.to_dict()
+        calls, citations = row.provider_tool_calls.all(), row.citations.all()
+        if calls:
+            data["provider_tool_calls"] = [provider_tool_call_item(call) for call in calls]
+        if citations:
+            data["citations"] = [citation_item(citation) for citation in citations]
+        messages.append(data)
+    return messages
+
+
+def _own_line(conversation: Conversation) -> dict[str, Any]:
     feedback = Feedback.objects.filter(
         Q(message__conversation=conversation)
         | Q(tool_call__conversation=conversation)
@@ -226,7 +249,7 @@ def _own_line(conversation: Conversation) -> dict[str, Any]:
         "conversation": str(conversation.pk),
         "profile": conversation.profile.slug if conversation.profile else None,
         "created_at": conversation.created_at.isoformat(),
-        "messages": [message.to_dict() for message in history],
+        "messages": _own_messages(conversation),
         "feedback": [
             {
                 "value": row.value,

@@ -28,6 +28,7 @@ from ..loop.recovery import recover_runs
 from ..loop.summaries import latest_summary
 from ..loop.tool_loop import request_setup
 from ..transcript.messages import append_messages, check_title, create_conversation
+from .imported_activity import imported_activity, store_imported_activity
 from .imported_files import with_imported_files
 
 __all__ = [
@@ -121,11 +122,15 @@ def import_conversation(
     when its result is flagged ``is_error``. A user or tool message may list
     ``attachments`` (``{id, sha256}`` references, as the export writes them)
     to attachments ``owner`` owns; bytes inline are refused (``unstored_part``).
+    An assistant message may list ``provider_tool_calls`` and ``citations``
+    in the shape the export writes them (:mod:`.imported_activity`).
     """
     try:
         items = normalise_messages(messages)
         # Files: references to the owner's own attachments (never bytes), checked here.
         items = with_imported_files(owner=owner, raw=messages, items=items)
+        # What the provider did for an assistant turn: its own tool calls and the citations.
+        activity = imported_activity(raw=messages, items=items)
     except InvalidArgumentError as exc:
         raise exc.at("messages") from None
     with transaction.atomic():
@@ -133,7 +138,8 @@ def import_conversation(
             owner=owner, title=title, profile=profile, metadata=metadata
         )
         try:
-            append_messages(conversation=conversation, messages=items)
+            rows = append_messages(conversation=conversation, messages=items)
+            store_imported_activity(rows=rows, activity=activity)
             still_open = open_tool_calls(conversation=conversation)
             # An imported call has its result: it is answered, not pending.
             answered = ToolCall.objects.filter(conversation=conversation)
