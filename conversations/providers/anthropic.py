@@ -32,13 +32,13 @@ when extended thinking is on, and ignores them otherwise.
 
 A streamed answer (``"stream": true``) is read by
 :class:`~conversations.providers.anthropic_stream.AnthropicStreamParser`, which
-rebuilds the whole body and parses it here.
+rebuilds the whole body and parses it here. A turn the API paused
+(``pause_turn``) is continued by :mod:`.anthropic_pause` into one answer.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import logging
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -55,16 +55,16 @@ from conversations.domain import (
 )
 from conversations.exceptions import ProviderResponseError
 
+from .anthropic_pause import PauseTurnContinuation
 from .anthropic_server_tools import (
+    METADATA_KEY,
     anthropic_activity,
     anthropic_citations,
     anthropic_server_tools,
     has_server_blocks,
 )
-from .anthropic_stream import AnthropicStreamParser
 from .base import (
     CompletionOptions,
-    HTTPProvider,
     arguments_object,
     assign_call_ids,
     join_system_messages,
@@ -95,8 +95,6 @@ ANTHROPIC_VERSION: Final = "2023-06-01"
 """The ``anthropic-version`` header this adapter speaks."""
 DEFAULT_MAX_TOKENS: Final = 4096
 """``max_tokens`` is required by the API; used when the options leave it open."""
-METADATA_KEY: Final = "anthropic"
-"""This adapter's namespace inside ``provider_metadata``."""
 
 _ID_PATTERN: Final = re.compile(r"[a-zA-Z0-9_-]+")
 _THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
@@ -107,8 +105,8 @@ _STOP_REASONS: Final[Mapping[str, str]] = {
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
-    # Only server tools pause; the turn is complete as far as we are concerned.
-    "pause_turn": "stop",
+    # Still paused after the last continuation (see .anthropic_pause): incomplete.
+    "pause_turn": "length",
 }
 
 Block = dict[str, Any]
@@ -374,7 +372,7 @@ def _finish_reason(body: Mapping[str, Any]) -> str:
 # The adapter ---------------------------------------------------------------------
 
 
-class AnthropicProvider(HTTPProvider):
+class AnthropicProvider(PauseTurnContinuation):
     """Anthropic's Messages API (``POST {base_url}/v1/messages``)."""
 
     provider_name = "anthropic"
@@ -482,15 +480,6 @@ class AnthropicProvider(HTTPProvider):
             provider_metadata={METADATA_KEY: namespace} if namespace else {},
             provider_tool_calls=tuple(anthropic_activity(blocks)),
             citations=tuple(anthropic_citations(blocks)),
-        )
-
-    def stream_parser(
-        self, *, known_ids: Collection[str] = (), tools: Sequence[ToolSpec] = ()
-    ) -> AnthropicStreamParser:
-        """A parser for one streamed answer; its response is :meth:`parse_response`'s."""
-        parse = functools.partial(self.parse_response, known_ids=known_ids, tools=tools)
-        return AnthropicStreamParser(
-            parse, known_ids=known_ids, redact=self._redact, provider=self.provider_name
         )
 
     def _url(self, options: CompletionOptions) -> str:

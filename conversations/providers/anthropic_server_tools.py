@@ -23,12 +23,15 @@ from conversations.domain import ProviderTool, ProviderToolActivity, SourceCitat
 
 __all__ = [
     "CODE_EXECUTION_BETA",
+    "METADATA_KEY",
     "anthropic_activity",
     "anthropic_citations",
     "anthropic_server_tools",
     "has_server_blocks",
 ]
 
+METADATA_KEY: Final = "anthropic"
+"""The Anthropic adapter's namespace inside ``provider_metadata``."""
 CODE_EXECUTION_BETA: Final = "code-execution-2025-08-25"
 """The ``anthropic-beta`` flag the code execution tool needs (the configuration adds it)."""
 _TOOLS: Final[Mapping[str, dict[str, str]]] = {

@@ -115,9 +115,6 @@ class ChatProvider(Protocol):
         ...
 
 
-# Shared conversion helpers live in ``conversion`` (re-exported above).
-
-
 def redact(text: str, secrets: Iterable[str | None]) -> str:
     """``text`` with every secret replaced, cut to a short excerpt."""
     for secret in secrets:
@@ -294,9 +291,15 @@ class HTTPProvider:
         """Build the body, send it (with retries) and parse the answer."""
         require_provider_tools(self.provider_name, self.provider_tool_kinds, options.provider_tools)
         payload = self.build_payload(messages, tools, options)
-        body = self._post(self._url(options), payload)
+        return self._answer(self._url(options), payload, known_call_ids(messages), tools)
+
+    def _answer(
+        self, url: str, payload: dict[str, Any], known: Collection[str], tools: Sequence[ToolSpec]
+    ) -> CompletionResponse:
+        """The checked answer to a built body; :meth:`_streamed` streams it (both overridable)."""
+        body = self._post(url, payload)
         try:
-            response = self.parse_response(body, known_ids=known_call_ids(messages), tools=tools)
+            response = self.parse_response(body, known_ids=known, tools=tools)
         except (KeyError, TypeError, ValueError, IndexError, RecursionError) as exc:
             raise ProviderResponseError(
                 f"{self.provider_name}: could not understand the response ({type(exc).__name__})"
@@ -312,11 +315,16 @@ class HTTPProvider:
     ) -> Iterator[StreamEvent]:
         """Ask for a streamed answer; see :mod:`conversations.providers.streaming`."""
         require_provider_tools(self.provider_name, self.provider_tool_kinds, options.provider_tools)
-        known = known_call_ids(messages)
+        payload = self.build_stream_payload(messages, tools, options)
+        return self._streamed(self._stream_url(options), payload, known_call_ids(messages), tools)
+
+    def _streamed(
+        self, url: str, payload: dict[str, Any], known: Collection[str], tools: Sequence[ToolSpec]
+    ) -> Iterator[StreamEvent]:
         return stream_http(
             self,
-            url=self._stream_url(options),
-            payload=self.build_stream_payload(messages, tools, options),
+            url=url,
+            payload=payload,
             parser=lambda: self.stream_parser(known_ids=known, tools=tools),
             wire=self.stream_format,
             whole=lambda body: self.parse_response(body, known_ids=known, tools=tools),

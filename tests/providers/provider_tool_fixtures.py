@@ -10,7 +10,8 @@
   text block, a ``server_tool_use`` block, its ``web_search_tool_result``
   and text blocks with ``web_search_result_location`` citations; streamed as
   ``content_block_start``/``_delta`` (``input_json_delta``,
-  ``citations_delta``, ``text_delta``)/``_stop`` events.
+  ``citations_delta``, ``text_delta``)/``_stop`` events. A turn it paused
+  (``pause_turn``) after one search, and the continuation with a second.
 - Gemini with ``google_search``: one candidate with ``groundingMetadata``
   (``webSearchQueries``, ``groundingChunks``, ``groundingSupports`` whose
   segments count UTF-8 bytes); with ``code_execution``: ``executableCode``
@@ -36,6 +37,8 @@ from tests.providers.responses_server import (
 )
 
 __all__ = [
+    "ANTHROPIC_PAUSED",
+    "ANTHROPIC_RESUMED",
     "ANTHROPIC_SEARCH",
     "GEMINI_CODE",
     "GEMINI_SEARCH",
@@ -121,6 +124,77 @@ ANTHROPIC_SEARCH: dict[str, Any] = {
         "server_tool_use": {"web_search_requests": 1},
     },
 }
+
+
+def anthropic_search(call_id: str, query: str, url: str) -> list[dict[str, Any]]:
+    """A ``server_tool_use`` block and the ``web_search_tool_result`` block answering it."""
+    return [
+        {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"query": query}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": call_id,
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "url": url,
+                    "title": "A page",
+                    "encrypted_content": "EqgfCioIARgB",
+                }
+            ],
+        },
+    ]
+
+
+def anthropic_body(content: list[dict[str, Any]], stop_reason: str, **usage: Any) -> dict[str, Any]:
+    """A Messages response body."""
+    return {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+PAUSED_TEXT = "Let me look that up."
+RESUMED_TEXT = "He was born on April 30, 1916, in Petoskey, Michigan."
+ANTHROPIC_PAUSED = anthropic_body(
+    [
+        {"type": "text", "text": PAUSED_TEXT},
+        *anthropic_search("srvtoolu_01", "claude shannon birth date", "https://example.org/date"),
+    ],
+    "pause_turn",
+    input_tokens=100,
+    output_tokens=20,
+    server_tool_use={"web_search_requests": 1},
+)
+ANTHROPIC_RESUMED = anthropic_body(
+    [
+        *anthropic_search("srvtoolu_02", "claude shannon birthplace", "https://example.org/place"),
+        {
+            "type": "text",
+            "text": RESUMED_TEXT,
+            "citations": [
+                {
+                    "type": "web_search_result_location",
+                    "url": "https://example.org/place",
+                    "title": "A page",
+                    "encrypted_index": "Eo8BCioIAhgB",
+                    "cited_text": "born in Petoskey",
+                }
+            ],
+        },
+    ],
+    "end_turn",
+    input_tokens=300,
+    output_tokens=40,
+    cache_read_input_tokens=50,
+    server_tool_use={"web_search_requests": 1},
+)
+"""What follows :data:`ANTHROPIC_PAUSED`: only the rest of the turn."""
 
 
 def _pieces(text: str, size: int = 7) -> list[str]:

@@ -545,7 +545,7 @@ def test_an_error_result_is_flagged_natively_and_only_then() -> None:
         ("max_tokens", "length"),
         ("model_context_window_exceeded", "length"),
         ("refusal", "content_filter"),
-        ("pause_turn", "stop"),
+        ("pause_turn", "length"),  # still paused after the last continuation
         ("tool_use", "stop"),  # but no call survived
         ("something_new", "stop"),
         (None, "stop"),

@@ -38,10 +38,14 @@ from conversations.services.configuration import build_provider, completion_opti
 from conversations.services.transcript.messages import create_conversation
 from tests.providers.mock_http import Recorder
 from tests.providers.provider_tool_fixtures import (
+    ANTHROPIC_PAUSED,
+    ANTHROPIC_RESUMED,
     ANTHROPIC_SEARCH,
     GEMINI_SEARCH,
+    PAUSED_TEXT,
     RESPONSES_SEARCH,
     RESPONSES_TEXT,
+    RESUMED_TEXT,
     anthropic_stream,
     gemini_stream,
 )
@@ -139,6 +143,31 @@ def test_a_web_search_turn_is_stored_as_rows_the_same_whole_or_streamed(
     for citation in whole["citations"]:
         assert citation["url"].startswith("https://")
         assert 0 <= citation["start_offset"] < citation["end_offset"] <= len(whole["content"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_paused_anthropic_turn_is_one_message_one_model_call_and_both_searches(
+    searching, user, stream
+) -> None:
+    replies = [
+        anthropic_stream(b) if stream else whole_reply(b)
+        for b in (ANTHROPIC_PAUSED, ANTHROPIC_RESUMED)
+    ]
+    server = Recorder(*replies, strict=True)
+    done = run(
+        searching, user, AnthropicProvider(api_key="k", http_client=server.client), stream=stream
+    )
+    assert done.status == Run.Status.COMPLETED
+    stored = rows(done)
+    assert stored["content"] == PAUSED_TEXT + RESUMED_TEXT
+    assert [call["provider_call_id"] for call in stored["calls"]] == ["srvtoolu_01", "srvtoolu_02"]
+    assert len(stored["citations"]) == 1
+    (call,) = ModelCall.objects.filter(run=done)
+    assert (call.prompt_tokens, call.completion_tokens, call.web_search_calls) == (450, 60, 2)
+    asked, resumed = server.bodies
+    paused_turn = {"role": "assistant", "content": ANTHROPIC_PAUSED["content"]}
+    assert resumed["messages"] == [*asked["messages"], paused_turn]
+    assert validate_anthropic_request(resumed) == []
 
 
 def test_the_responses_search_is_offered_and_replayed_exactly_on_the_next_turn(
