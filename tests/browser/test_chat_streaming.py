@@ -138,8 +138,18 @@ RECORD_LIVE_CARDS = """() => {
 """Records every state of the in-progress tool cards (a mutation observer misses none)."""
 
 
+@pytest.fixture
+def paced_demo(demo):
+    """The demo provider pauses 0.4 s before each piece: each is drawn on its own.
+
+    At 0.15 s a page slowed by a busy machine can draw two pieces of a call's
+    arguments as one state, or take the stored turn in the same task.
+    """
+    Provider.objects.filter(slug="demo").update(options={"stream_delay_seconds": 0.4})
+
+
 def test_a_tool_card_appears_and_fills_in_while_its_call_streams(
-    live_server, slow_demo, browser, page
+    live_server, paced_demo, browser, page
 ):
     log_in(page, live_server.url)
     page.evaluate(RECORD_LIVE_CARDS)
