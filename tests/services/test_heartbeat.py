@@ -16,6 +16,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.django_db(tran
 
 LEASE = 1
 TOOL_SECONDS = 3.0
+SAMPLES = 20
+"""Looks the tool takes at the least, however long a busy machine makes each of them."""
 
 
 def test_a_slow_tool_keeps_the_heartbeat_within_the_lease(conversation, settings):
@@ -29,7 +31,7 @@ def test_a_slow_tool_keeps_the_heartbeat_within_the_lease(conversation, settings
         def slow(context: ToolContext) -> str:
             """Watches its own run's heartbeat (written by the loop's thread) while it works."""
             end = time.monotonic() + TOOL_SECONDS
-            while time.monotonic() < end:
+            while time.monotonic() < end or len(ages) < SAMPLES:
                 beat = Run.objects.get(pk=context.run_id).heartbeat_at
                 ages.append((timezone.now() - beat).total_seconds())
                 recovered.extend(recover_runs())  # another process's recovery, meanwhile
@@ -41,6 +43,5 @@ def test_a_slow_tool_keeps_the_heartbeat_within_the_lease(conversation, settings
 
     assert run.status == Run.Status.COMPLETED
     assert recovered == []
-    assert len(ages) > 20
     # Beats every third of the lease; without them the age would reach the tool's 3 s.
     assert max(ages) < LEASE
