@@ -8,6 +8,8 @@ other front end would use it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import date
 from typing import Any
 from uuid import UUID
 
@@ -18,6 +20,7 @@ from django.contrib.auth.views import LoginView
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from conversations.conf import app_settings
@@ -97,15 +100,46 @@ def chat(request: HttpRequest, conversation_id: UUID | None = None) -> HttpRespo
         if current is None:
             # Another user's conversation is indistinguishable from a missing one.
             raise Http404("No such conversation.")
+    # Branches are reached through the version switches, as in the API's list,
+    # and a sub-agent's conversation through the card of the call it answers.
+    # An evaluation's replays are the evaluator's, not chats to go back to.
+    recent = conversations.filter(
+        forked_from__isnull=True, kind=Conversation.Kind.CHAT, parent_tool_call__isnull=True
+    ).order_by("-updated_at")[:RECENT_CONVERSATIONS]
     context = {
-        # Branches are reached through the version switches, as in the API's list,
-        # and a sub-agent's conversation through the card of the call it answers.
-        # An evaluation's replays are the evaluator's, not chats to go back to.
-        "conversations": conversations.filter(
-            forked_from__isnull=True, kind=Conversation.Kind.CHAT, parent_tool_call__isnull=True
-        ).order_by("-updated_at")[:RECENT_CONVERSATIONS],
+        "conversation_groups": date_groups(recent, today=timezone.localdate()),
         "current": current,
         "api_root": api_root(),
         "chat_url": reverse("conversations_web:chat"),
     }
     return render(request, "conversations/chat.html", context)
+
+
+def date_group(day: date, today: date) -> str:
+    """The sidebar's heading for a conversation last updated on ``day``, seen on ``today``.
+
+    The same words and bounds as the page's own grouping (``dateGroup`` in
+    ``chat/format.js``), so that the list the page draws over this one keeps
+    its shape and nothing under the pointer moves while the page starts.
+    """
+    days = (today - day).days
+    if days <= 0:
+        return "Today"
+    if days == 1:
+        return "Yesterday"
+    if days < 7:
+        return "Previous 7 days"
+    if days < 30:
+        return "Previous 30 days"
+    return "Older"
+
+
+def date_groups(
+    conversations: Iterable[Conversation], *, today: date
+) -> list[tuple[str, list[Conversation]]]:
+    """``conversations`` (newest first) under their headings, in order of appearance."""
+    groups: dict[str, list[Conversation]] = {}
+    for conversation in conversations:
+        label = date_group(timezone.localdate(conversation.updated_at), today)
+        groups.setdefault(label, []).append(conversation)
+    return list(groups.items())

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import io
+import re
 import uuid
+from datetime import date, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from conversations.domain import ChatMessage
 from conversations.models import Conversation
 from conversations.services import append_messages
 from conversations.services.history.branches import fork_conversation
+from conversations.web.views import date_group
 from project.demo_tools.management.commands.setup_demo import DEMO_USERNAME
 
 pytestmark = pytest.mark.django_db
@@ -134,8 +138,43 @@ def test_the_sidebar_lists_roots_and_a_branch_still_opens(client, user, conversa
     client.force_login(user)
     page = client.get(f"/chat/{branch.pk}/")
     assert page.status_code == 200
-    assert [c.pk for c in page.context["conversations"]] == [conversation.pk]
+    groups = page.context["conversation_groups"]
+    assert [(label, [c.pk for c in items]) for label, items in groups] == [
+        ("Today", [conversation.pk])
+    ]
     assert page.context["current"] == branch
+
+
+def test_the_sidebar_comes_grouped_by_date_as_the_page_draws_it(client, user):
+    # The page redraws the list with its date headings as it starts; a list
+    # drawn without them would move under a pointer about to click it.
+    now = timezone.now()
+    for title, days in (("Old", 40), ("Monthly", 12), ("Weekly", 3), ("Yday", 1), ("Now", 0)):
+        Conversation.objects.create(owner=user, title=title)
+        Conversation.objects.filter(owner=user, title=title).update(
+            updated_at=now - timedelta(days=days)
+        )
+    client.force_login(user)
+    html = client.get("/chat/").content.decode()
+    headings = re.findall(r'<h3 class="llm-conv-group-title">([^<]+)</h3>', html)
+    assert headings == ["Today", "Yesterday", "Previous 7 days", "Previous 30 days", "Older"]
+    titles = re.findall(r'<span class="llm-conv-title">([^<]+)</span>', html)
+    assert titles == ["Now", "Yday", "Weekly", "Monthly", "Old"]
+
+
+def test_the_date_headings_follow_the_pages_bounds():
+    today = date(2026, 12, 1)
+    labels = [date_group(today - timedelta(days=d), today) for d in (-1, 0, 1, 2, 6, 7, 29, 30)]
+    assert labels == [
+        "Today",
+        "Today",
+        "Yesterday",
+        "Previous 7 days",
+        "Previous 7 days",
+        "Previous 30 days",
+        "Previous 30 days",
+        "Older",
+    ]
 
 
 def test_an_ordinary_user_logs_in_on_the_chats_own_page_and_lands_on_the_chat(client, bob):
